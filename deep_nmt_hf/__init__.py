@@ -1,0 +1,39 @@
+"""deep_nmt_hf: very deep Transformer models for machine translation as a Transformers model family.
+
+Importing the package registers every model type with AutoConfig, AutoModel and AutoModelForSeq2SeqLM, and
+marks the classes for auto-class export, so that `save_pretrained` writes `auto_map` and copies the code files
+(a saved model then loads with `trust_remote_code=True` where this package is not installed).
+"""
+
+from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM
+
+from .configuration_deep_nmt import DeepNMTConfig
+from .modeling_deep_nmt import DeepNMTForConditionalGeneration, DeepNMTModel, DeepNMTPreTrainedModel
+
+__version__ = "0.1.0"
+
+# (config class, base model class, seq2seq LM class) for every registered model type
+MODEL_TYPES: list[tuple[type, type, type]] = [
+    (DeepNMTConfig, DeepNMTModel, DeepNMTForConditionalGeneration),
+]
+
+
+def _register() -> None:
+    for config_class, model_class, lm_class in MODEL_TYPES:
+        AutoConfig.register(config_class.model_type, config_class, exist_ok=True)
+        AutoModel.register(config_class, model_class, exist_ok=True)
+        AutoModelForSeq2SeqLM.register(config_class, lm_class, exist_ok=True)
+        config_class.register_for_auto_class()
+        model_class.register_for_auto_class("AutoModel")
+        lm_class.register_for_auto_class("AutoModelForSeq2SeqLM")
+
+
+_register()
+
+__all__ = [
+    "MODEL_TYPES",
+    "DeepNMTConfig",
+    "DeepNMTForConditionalGeneration",
+    "DeepNMTModel",
+    "DeepNMTPreTrainedModel",
+]

@@ -1,0 +1,208 @@
+"""DeepNMTConfig: every architectural choice of the deep_nmt_hf model family in one validated config.
+
+The core is the Vaswani et al. (2017) encoder-decoder Transformer; each paper in the family changes one
+orthogonal choice (see ../shared/DESIGN.md). Field names follow Transformers (`d_model`, `encoder_layers`,
+`encoder_ffn_dim`, ...) so that stock tooling (`run_translation.py`, `generate`, pipelines) reads them.
+
+This file ships with saved checkpoints (`trust_remote_code`): it imports nothing but transformers.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from transformers import PretrainedConfig
+from transformers.activations import ACT2FN
+
+# field -> (values implemented now, values that exist in the design but are not implemented yet)
+CHOICES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "layer_norm_position": (("post", "pre"), ()),
+    "residual_scaling": (("none",), ("admin", "deepnorm")),
+    "init_method": (("xavier",), ("ds_init", "deepnorm")),
+    "decoder_attention": (("self",), ("merged",)),
+    "encoder_layer_aggregation": (("residual",), ("dlcl",)),
+    "decoder_layer_aggregation": (("residual",), ("dlcl",)),
+}
+
+
+class DeepNMTConfig(PretrainedConfig):
+    r"""Configuration of a deep encoder-decoder Transformer for translation.
+
+    Shape fields (Transformers names): `vocab_size`, `d_model`, `encoder_layers`, `decoder_layers`,
+    `encoder_attention_heads`, `decoder_attention_heads`, `encoder_ffn_dim`, `decoder_ffn_dim`,
+    `max_position_embeddings`, `dropout`, `attention_dropout`, `activation_dropout`, `activation_function`,
+    `scale_embedding`, `layer_norm_eps`, special token ids, `tie_word_embeddings`.
+
+    `label_smoothing` is applied by the model's own loss (not by the Trainer), so that extra training losses
+    computed in `forward` are kept when label smoothing is on.
+
+    Design choices (one per paper):
+        layer_norm_position: `"post"` (Vaswani: `LN(x + f(x))`) or `"pre"` (`x + f(LN(x))` plus a final
+            LayerNorm on encoder and decoder; prenorm-dlcl eq. 2).
+        residual_scaling: `"none"` (ADMIN / DeepNorm come with their issues).
+        init_method: `"xavier"` (DS-Init / DeepNorm come with their issues).
+        decoder_attention: `"self"` (merged attention comes with its issue).
+        encoder_layer_aggregation / decoder_layer_aggregation: `"residual"` (DLCL comes with its issue).
+
+    Special tokens follow the Marian layout (eos 0, unk 1, pad last, the decoder starts from pad), so that
+    `pad_token_id` and `decoder_start_token_id` default to `vocab_size - 1`.
+
+    Generation settings (beams, lengths) live in `generation_config.json`, never here.
+
+    Every invalid value raises `ValueError` naming the field, the value and what is allowed.
+    """
+
+    model_type = "deep_nmt"
+    keys_to_ignore_at_inference = ["past_key_values"]
+    attribute_map = {
+        "num_attention_heads": "encoder_attention_heads",
+        "hidden_size": "d_model",
+        "num_hidden_layers": "decoder_layers",
+    }
+
+    def __init__(
+        self,
+        vocab_size: int = 8000,
+        d_model: int = 512,
+        encoder_layers: int = 6,
+        decoder_layers: int = 6,
+        encoder_attention_heads: int = 8,
+        decoder_attention_heads: int = 8,
+        encoder_ffn_dim: int = 2048,
+        decoder_ffn_dim: int = 2048,
+        max_position_embeddings: int = 1024,
+        dropout: float = 0.1,
+        attention_dropout: float = 0.0,
+        activation_dropout: float = 0.0,
+        activation_function: str = "relu",
+        scale_embedding: bool = True,
+        layer_norm_eps: float = 1e-5,
+        label_smoothing: float = 0.0,
+        layer_norm_position: str = "post",
+        residual_scaling: str = "none",
+        init_method: str = "xavier",
+        decoder_attention: str = "self",
+        encoder_layer_aggregation: str = "residual",
+        decoder_layer_aggregation: str = "residual",
+        pad_token_id: int | None = None,
+        eos_token_id: int | None = 0,
+        bos_token_id: int | None = None,
+        unk_token_id: int | None = 1,
+        decoder_start_token_id: int | None = None,
+        tie_word_embeddings: bool = True,
+        use_cache: bool = True,
+        is_encoder_decoder: bool = True,
+        **kwargs: Any,
+    ) -> None:
+        # the base class is a dataclass whose __init__ resets its own fields: call it first
+        super().__init__(is_encoder_decoder=is_encoder_decoder, **kwargs)
+        self.vocab_size = vocab_size
+        self.d_model = d_model
+        self.encoder_layers = encoder_layers
+        self.decoder_layers = decoder_layers
+        self.encoder_attention_heads = encoder_attention_heads
+        self.decoder_attention_heads = decoder_attention_heads
+        self.encoder_ffn_dim = encoder_ffn_dim
+        self.decoder_ffn_dim = decoder_ffn_dim
+        self.max_position_embeddings = max_position_embeddings
+        self.dropout = dropout
+        self.attention_dropout = attention_dropout
+        self.activation_dropout = activation_dropout
+        self.activation_function = activation_function
+        self.scale_embedding = scale_embedding
+        self.layer_norm_eps = layer_norm_eps
+        self.label_smoothing = label_smoothing
+        self.layer_norm_position = layer_norm_position
+        self.residual_scaling = residual_scaling
+        self.init_method = init_method
+        self.decoder_attention = decoder_attention
+        self.encoder_layer_aggregation = encoder_layer_aggregation
+        self.decoder_layer_aggregation = decoder_layer_aggregation
+        if isinstance(vocab_size, int) and pad_token_id is None:
+            pad_token_id = vocab_size - 1
+        self.pad_token_id = pad_token_id
+        self.eos_token_id = eos_token_id
+        self.bos_token_id = bos_token_id
+        self.unk_token_id = unk_token_id
+        self.decoder_start_token_id = (
+            pad_token_id if decoder_start_token_id is None else decoder_start_token_id
+        )
+        self.tie_word_embeddings = tie_word_embeddings
+        self.use_cache = use_cache
+        self.check()
+
+    # ------------------------------------------------------------------------------------------------ validation
+    def check(self) -> None:
+        """Validate every field; raise ValueError naming the field, the value and what is allowed."""
+        for name in (
+            "vocab_size",
+            "d_model",
+            "encoder_layers",
+            "decoder_layers",
+            "encoder_attention_heads",
+            "decoder_attention_heads",
+            "encoder_ffn_dim",
+            "decoder_ffn_dim",
+            "max_position_embeddings",
+        ):
+            _require_positive_int(name, getattr(self, name))
+        if self.d_model % 2:
+            raise ValueError(
+                f"d_model={self.d_model} must be even (the sinusoidal position table has sin/cos halves)"
+            )
+        for heads in ("encoder_attention_heads", "decoder_attention_heads"):
+            if self.d_model % getattr(self, heads):
+                raise ValueError(
+                    f"d_model={self.d_model} is not divisible by {heads}={getattr(self, heads)}: "
+                    "each head needs d_model / heads dimensions"
+                )
+        for name in ("dropout", "attention_dropout", "activation_dropout", "label_smoothing"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value < 1.0:
+                raise ValueError(f"{name}={value!r} is not allowed: a probability that must lie in [0, 1)")
+        if not isinstance(self.layer_norm_eps, (int, float)) or not self.layer_norm_eps > 0:
+            raise ValueError(f"layer_norm_eps={self.layer_norm_eps!r} must be a positive number")
+        if self.activation_function not in ACT2FN:
+            allowed = ", ".join(sorted(k for k in ACT2FN if isinstance(k, str))[:12])
+            raise ValueError(
+                f"activation_function={self.activation_function!r} is unknown; use one of transformers' "
+                f"ACT2FN names, e.g. {allowed}, ..."
+            )
+        for field, (implemented, planned) in CHOICES.items():
+            check_choice(field, getattr(self, field), implemented, planned)
+        for name in (
+            "pad_token_id",
+            "eos_token_id",
+            "bos_token_id",
+            "unk_token_id",
+            "decoder_start_token_id",
+        ):
+            value = getattr(self, name, None)
+            required = name in ("pad_token_id", "eos_token_id", "decoder_start_token_id")
+            if value is None and not required:
+                continue
+            if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < self.vocab_size:
+                raise ValueError(
+                    f"{name}={value!r} is outside the vocabulary: it must be an integer in "
+                    f"[0, {self.vocab_size - 1}] (vocab_size={self.vocab_size})"
+                )
+
+
+def _require_positive_int(name: str, value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ValueError(f"{name}={value!r} is not allowed: it must be a positive integer")
+
+
+def check_choice(field: str, value: Any, implemented: tuple[str, ...], planned: tuple[str, ...] = ()) -> None:
+    """Raise ValueError unless `value` is one of the implemented values of a choice field."""
+    if value in implemented:
+        return
+    allowed = ", ".join(repr(v) for v in implemented)
+    if value in planned:
+        raise ValueError(
+            f"{field}={value!r} is part of the design but not implemented yet; allowed now: {allowed}"
+        )
+    raise ValueError(f"{field}={value!r} is not a valid choice; allowed: {allowed}")
+
+
+__all__ = ["CHOICES", "DeepNMTConfig", "check_choice"]

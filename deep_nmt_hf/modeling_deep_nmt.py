@@ -1,0 +1,688 @@
+"""The deep_nmt_hf core: one encoder-decoder Transformer whose variants differ only by config choices.
+
+Building blocks, each written once and used everywhere:
+    SinusoidalPositions  Marian's sinusoidal table (sin half, cos half, positions from 0), so models fold exactly
+    DeepNMTAttention     multi-head attention through Transformers' attention interface (eager / sdpa)
+    FeedForward          fc1 → activation → dropout → fc2
+    Sublayer             norm, residual and dropout around one function f: post-LN `LN(x + f(x))` or pre-LN
+                         `x + f(LN(x))` (Vaswani et al. 2017, eq. of sec. 3.1; prenorm-dlcl eq. 1-2)
+    DeepNMTEncoderLayer  [self-attention, FFN] sublayers
+    DeepNMTDecoderLayer  [causal self-attention, cross-attention, FFN] sublayers
+    DeepNMTEncoder / DeepNMTDecoder  the stacks (plus a final LayerNorm for pre-LN)
+
+This file ships with saved checkpoints (`trust_remote_code`): it imports only transformers, torch and flat
+sibling modules that do the same, never training or CLI code.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+from torch import nn
+from transformers import GenerationConfig, GenerationMixin, PreTrainedModel
+from transformers.activations import ACT2FN
+from transformers.cache_utils import Cache, DynamicCache, EncoderDecoderCache
+from transformers.modeling_layers import GradientCheckpointingLayer
+from transformers.modeling_outputs import BaseModelOutput, Seq2SeqLMOutput, Seq2SeqModelOutput
+from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+
+from .configuration_deep_nmt import DeepNMTConfig
+from .initialization import init_embedding, init_layer_norm, init_linear
+from .residual import build_residual_scale
+
+
+def shift_tokens_right(labels: torch.Tensor, pad_token_id: int, decoder_start_token_id: int) -> torch.Tensor:
+    """Decoder inputs from labels: prepend the start token, drop the last label, turn -100 into pad."""
+    shifted = labels.new_zeros(labels.shape)
+    shifted[:, 1:] = labels[:, :-1].clone()
+    shifted[:, 0] = decoder_start_token_id
+    return shifted.masked_fill_(shifted == -100, pad_token_id)
+
+
+def sinusoidal_table(num_positions: int, dim: int) -> torch.Tensor:
+    """Marian's sinusoidal table: row p = [sin(p·ω_0) .. sin(p·ω_{d/2-1}), cos(p·ω_0) .. cos(p·ω_{d/2-1})],
+    ω_i = 10000^(-2i/d) (Vaswani et al. 2017, sec. 3.5, with the sin and cos features not interleaved)."""
+    positions = torch.arange(num_positions, dtype=torch.float64).unsqueeze(1)
+    exponents = 2 * torch.arange(dim // 2, dtype=torch.float64) / dim
+    angles = positions / torch.pow(torch.tensor(10000.0, dtype=torch.float64), exponents)
+    return torch.cat([torch.sin(angles), torch.cos(angles)], dim=1).float()
+
+
+class SinusoidalPositions(nn.Module):
+    """Fixed sinusoidal position embeddings (not saved: recomputed on load)."""
+
+    def __init__(self, num_positions: int, dim: int) -> None:
+        super().__init__()
+        self.num_positions = num_positions
+        self.register_buffer("weight", sinusoidal_table(num_positions, dim), persistent=False)
+
+    def forward(self, seq_len: int, offset: int = 0) -> torch.Tensor:
+        if offset + seq_len > self.num_positions:
+            raise ValueError(
+                f"sequence of {offset + seq_len} positions is longer than max_position_embeddings="
+                f"{self.num_positions}; truncate the input or raise max_position_embeddings in the config"
+            )
+        return self.weight[offset : offset + seq_len]
+
+
+def eager_attention(
+    module: nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    scaling: float,
+    dropout: float = 0.0,
+    **kwargs: Any,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """softmax(q kᵀ · scaling + mask) v, returned as (batch, time, heads, head_dim) plus the weights."""
+    weights = torch.matmul(query, key.transpose(2, 3)) * scaling
+    if attention_mask is not None:
+        weights = weights + attention_mask
+    weights = nn.functional.softmax(weights, dim=-1)
+    weights = nn.functional.dropout(weights, p=dropout, training=module.training)
+    return torch.matmul(weights, value).transpose(1, 2).contiguous(), weights
+
+
+class DeepNMTAttention(nn.Module):
+    """Multi-head attention (Vaswani et al. 2017, eq. 1) with q/k/v/out projections.
+
+    The cache slot is passed at call time (`cache_index`), not fixed at construction, so one module can run at
+    several depths (shared layers) with one cache entry per application.
+    """
+
+    def __init__(
+        self, config: DeepNMTConfig, num_heads: int, is_causal: bool, is_cross_attention: bool
+    ) -> None:
+        super().__init__()
+        self.config = config
+        self.embed_dim = config.d_model
+        self.num_heads = num_heads
+        self.head_dim = config.d_model // num_heads
+        self.scaling = self.head_dim**-0.5
+        self.dropout = config.attention_dropout
+        self.is_causal = is_causal
+        self.is_cross_attention = is_cross_attention
+        self.q_proj = nn.Linear(self.embed_dim, self.embed_dim)
+        self.k_proj = nn.Linear(self.embed_dim, self.embed_dim)
+        self.v_proj = nn.Linear(self.embed_dim, self.embed_dim)
+        self.out_proj = nn.Linear(self.embed_dim, self.embed_dim)
+
+    def _heads(self, states: torch.Tensor) -> torch.Tensor:
+        return states.view(*states.shape[:-1], -1, self.head_dim).transpose(1, 2)
+
+    def forward(
+        self,
+        hidden_states: torch.Tensor,
+        key_value_states: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        past_key_values: Cache | None = None,
+        cache_index: int = 0,
+        output_attentions: bool = False,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        query = self._heads(self.q_proj(hidden_states))
+        source = key_value_states if self.is_cross_attention else hidden_states
+        cache = None
+        if past_key_values is not None:
+            if isinstance(past_key_values, EncoderDecoderCache):
+                cache = (
+                    past_key_values.cross_attention_cache
+                    if self.is_cross_attention
+                    else past_key_values.self_attention_cache
+                )
+            else:
+                cache = past_key_values
+        if self.is_cross_attention and cache is not None and past_key_values.is_updated.get(cache_index):
+            key, value = cache.layers[cache_index].keys, cache.layers[cache_index].values
+        else:
+            key, value = self._heads(self.k_proj(source)), self._heads(self.v_proj(source))
+            if cache is not None:
+                key, value = cache.update(key, value, cache_index)
+                if self.is_cross_attention:
+                    past_key_values.is_updated[cache_index] = True
+        implementation = self.config._attn_implementation or "eager"
+        if output_attentions:
+            implementation = "eager"  # only eager returns the weights
+        attention = ALL_ATTENTION_FUNCTIONS.get_interface(implementation, eager_attention)
+        output, weights = attention(
+            self,
+            query,
+            key,
+            value,
+            attention_mask,
+            dropout=self.dropout if self.training else 0.0,
+            scaling=self.scaling,
+        )
+        output = self.out_proj(output.reshape(*hidden_states.shape[:-1], -1).contiguous())
+        return output, weights
+
+
+class FeedForward(nn.Module):
+    """Position-wise FFN(x) = fc2(dropout(act(fc1(x)))) (Vaswani et al. 2017, eq. 2)."""
+
+    def __init__(self, config: DeepNMTConfig, ffn_dim: int) -> None:
+        super().__init__()
+        self.fc1 = nn.Linear(config.d_model, ffn_dim)
+        self.fc2 = nn.Linear(ffn_dim, config.d_model)
+        self.activation = ACT2FN[config.activation_function]
+        self.activation_dropout = config.activation_dropout
+
+    def forward(self, hidden_states: torch.Tensor) -> tuple[torch.Tensor, None]:
+        hidden_states = self.activation(self.fc1(hidden_states))
+        hidden_states = nn.functional.dropout(
+            hidden_states, p=self.activation_dropout, training=self.training
+        )
+        return self.fc2(hidden_states), None
+
+
+class Sublayer(nn.Module):
+    """Norm, residual and dropout around one function f — the unit every variant changes.
+
+    post-LN: `y = LN(s(x) + dropout(f(x)))` with s the residual scale (identity, ADMIN ω, DeepNorm α);
+    pre-LN:  `y = x + dropout(f(LN(x)))`.
+    `f` returns `(output, extra)`; the sublayer returns `(y, extra)`.
+    """
+
+    def __init__(self, config: DeepNMTConfig, fn: nn.Module, side: str, index: int) -> None:
+        super().__init__()
+        self.fn = fn
+        self.layer_norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
+        self.pre_norm = config.layer_norm_position == "pre"
+        self.dropout = config.dropout
+        self.residual_scale = build_residual_scale(config, side, index)
+
+    def forward(self, hidden_states: torch.Tensor, *args: Any, **kwargs: Any) -> tuple[torch.Tensor, Any]:
+        if self.pre_norm:
+            output, extra = self.fn(self.layer_norm(hidden_states), *args, **kwargs)
+            output = nn.functional.dropout(output, p=self.dropout, training=self.training)
+            return hidden_states + output, extra
+        output, extra = self.fn(hidden_states, *args, **kwargs)
+        output = nn.functional.dropout(output, p=self.dropout, training=self.training)
+        residual = hidden_states if self.residual_scale is None else self.residual_scale(hidden_states)
+        return self.layer_norm(residual + output), extra
+
+
+class DeepNMTEncoderLayer(GradientCheckpointingLayer):
+    """Encoder layer l: self-attention sublayer, then FFN sublayer."""
+
+    def __init__(self, config: DeepNMTConfig, layer_index: int) -> None:
+        super().__init__()
+        self.layer_index = layer_index
+        attention = DeepNMTAttention(
+            config, config.encoder_attention_heads, is_causal=False, is_cross_attention=False
+        )
+        self.self_attn = Sublayer(config, attention, "encoder", 2 * layer_index)
+        self.ffn = Sublayer(
+            config, FeedForward(config, config.encoder_ffn_dim), "encoder", 2 * layer_index + 1
+        )
+
+    def forward(
+        self,
+        hidden_states: torch.Tensor,
+        attention_mask: torch.Tensor | None,
+        output_attentions: bool = False,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        hidden_states, weights = self.self_attn(
+            hidden_states, attention_mask=attention_mask, output_attentions=output_attentions
+        )
+        hidden_states, _ = self.ffn(hidden_states)
+        return hidden_states, weights
+
+
+class DeepNMTDecoderLayer(GradientCheckpointingLayer):
+    """Decoder layer l: causal self-attention, cross-attention over the encoder output, FFN."""
+
+    def __init__(self, config: DeepNMTConfig, layer_index: int) -> None:
+        super().__init__()
+        self.layer_index = layer_index
+        heads = config.decoder_attention_heads
+        self_attention = DeepNMTAttention(config, heads, is_causal=True, is_cross_attention=False)
+        cross_attention = DeepNMTAttention(config, heads, is_causal=False, is_cross_attention=True)
+        self.self_attn = Sublayer(config, self_attention, "decoder", 3 * layer_index)
+        self.encoder_attn = Sublayer(config, cross_attention, "decoder", 3 * layer_index + 1)
+        self.ffn = Sublayer(
+            config, FeedForward(config, config.decoder_ffn_dim), "decoder", 3 * layer_index + 2
+        )
+
+    def forward(
+        self,
+        hidden_states: torch.Tensor,
+        self_attention_mask: torch.Tensor | None,
+        encoder_hidden_states: torch.Tensor,
+        encoder_attention_mask: torch.Tensor | None,
+        past_key_values: Cache | None = None,
+        cache_index: int = 0,
+        output_attentions: bool = False,
+    ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+        hidden_states, self_weights = self.self_attn(
+            hidden_states,
+            attention_mask=self_attention_mask,
+            past_key_values=past_key_values,
+            cache_index=cache_index,
+            output_attentions=output_attentions,
+        )
+        hidden_states, cross_weights = self.encoder_attn(
+            hidden_states,
+            key_value_states=encoder_hidden_states,
+            attention_mask=encoder_attention_mask,
+            past_key_values=past_key_values,
+            cache_index=cache_index,
+            output_attentions=output_attentions,
+        )
+        hidden_states, _ = self.ffn(hidden_states)
+        return hidden_states, self_weights, cross_weights
+
+
+def padding_mask(attention_mask: torch.Tensor | None, dtype: torch.dtype) -> torch.Tensor | None:
+    """(batch, keys) 1/0 mask → additive (batch, 1, 1, keys) mask; None when nothing is masked."""
+    if attention_mask is None:
+        return None
+    if attention_mask.dim() != 2:
+        raise ValueError(f"attention_mask must have shape (batch, length), got {tuple(attention_mask.shape)}")
+    blocked = attention_mask[:, None, None, :] == 0
+    return torch.zeros(blocked.shape, dtype=dtype, device=blocked.device).masked_fill(
+        blocked, torch.finfo(dtype).min
+    )
+
+
+def causal_mask(
+    query_length: int,
+    past_length: int,
+    dtype: torch.dtype,
+    device: torch.device,
+    key_padding: torch.Tensor | None,
+) -> torch.Tensor:
+    """Additive (batch or 1, 1, queries, past + queries) mask: query i (at position past + i) sees keys ≤ past + i."""
+    key_positions = torch.arange(past_length + query_length, device=device)
+    query_positions = torch.arange(past_length, past_length + query_length, device=device)
+    blocked = key_positions[None, :] > query_positions[:, None]
+    mask = torch.zeros(blocked.shape, dtype=dtype, device=device).masked_fill(blocked, torch.finfo(dtype).min)
+    mask = mask[None, None]
+    if key_padding is not None:
+        mask = (mask + key_padding).clamp(min=torch.finfo(dtype).min)
+    return mask
+
+
+class _Stack(nn.Module):
+    """Shared parts of the encoder and decoder stacks: embeddings and the optional final LayerNorm."""
+
+    def __init__(self, config: DeepNMTConfig, shared: nn.Embedding) -> None:
+        super().__init__()
+        self.config = config
+        self._shared = [shared]  # owned (and saved) by DeepNMTModel.shared; not registered twice
+        self.embed_scale = math.sqrt(config.d_model) if config.scale_embedding else 1.0
+        self.embed_positions = SinusoidalPositions(config.max_position_embeddings, config.d_model)
+        self.dropout = config.dropout
+        self.layer_norm = (
+            nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
+            if config.layer_norm_position == "pre"
+            else None
+        )
+        self.gradient_checkpointing = False
+
+    @property
+    def embed_tokens(self) -> nn.Embedding:
+        return self._shared[0]
+
+    def set_embed_tokens(self, embedding: nn.Embedding) -> None:
+        self._shared[0] = embedding
+
+    def embed(
+        self, input_ids: torch.Tensor | None, inputs_embeds: torch.Tensor | None, offset: int = 0
+    ) -> torch.Tensor:
+        """Scaled word embeddings plus positions, then dropout."""
+        if (input_ids is None) == (inputs_embeds is None):
+            raise ValueError("give exactly one of input_ids and inputs_embeds")
+        if inputs_embeds is None:
+            inputs_embeds = self.embed_tokens(input_ids)
+        hidden_states = inputs_embeds * self.embed_scale
+        positions = self.embed_positions(hidden_states.shape[1], offset).to(hidden_states.dtype)
+        return nn.functional.dropout(hidden_states + positions, p=self.dropout, training=self.training)
+
+    def finish(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        return hidden_states if self.layer_norm is None else self.layer_norm(hidden_states)
+
+
+class DeepNMTEncoder(_Stack):
+    """The encoder stack."""
+
+    def __init__(self, config: DeepNMTConfig, shared: nn.Embedding) -> None:
+        super().__init__(config, shared)
+        self.layers = nn.ModuleList(DeepNMTEncoderLayer(config, i) for i in range(config.encoder_layers))
+
+    def forward(
+        self,
+        input_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        return_dict: bool | None = None,
+        **kwargs: Any,
+    ) -> BaseModelOutput | tuple:
+        hidden_states = self.embed(input_ids, inputs_embeds)
+        mask = padding_mask(attention_mask, hidden_states.dtype)
+        all_hidden = [hidden_states] if output_hidden_states else None
+        all_attentions = [] if output_attentions else None
+        for layer in self.layers:
+            hidden_states, weights = layer(hidden_states, mask, output_attentions=bool(output_attentions))
+            if all_hidden is not None:
+                all_hidden.append(hidden_states)
+            if all_attentions is not None:
+                all_attentions.append(weights)
+        hidden_states = self.finish(hidden_states)
+        if all_hidden is not None:
+            all_hidden[-1] = hidden_states
+        out = BaseModelOutput(
+            last_hidden_state=hidden_states,
+            hidden_states=tuple(all_hidden) if all_hidden is not None else None,
+            attentions=tuple(all_attentions) if all_attentions is not None else None,
+        )
+        return out if return_dict is not False else out.to_tuple()
+
+
+class DeepNMTDecoder(_Stack):
+    """The decoder stack; with a cache it runs incrementally (one cache entry per layer application)."""
+
+    def __init__(self, config: DeepNMTConfig, shared: nn.Embedding) -> None:
+        super().__init__(config, shared)
+        self.layers = nn.ModuleList(DeepNMTDecoderLayer(config, i) for i in range(config.decoder_layers))
+
+    def forward(
+        self,
+        input_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        encoder_hidden_states: torch.Tensor | None = None,
+        encoder_attention_mask: torch.Tensor | None = None,
+        past_key_values: Cache | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        use_cache: bool | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        **kwargs: Any,
+    ) -> dict[str, Any]:
+        if encoder_hidden_states is None:
+            raise ValueError("the decoder needs encoder_hidden_states (run the encoder first)")
+        if use_cache and past_key_values is None:
+            past_key_values = EncoderDecoderCache(DynamicCache(), DynamicCache())
+        if not use_cache:
+            past_key_values = None
+        past_length = past_key_values.get_seq_length() if past_key_values is not None else 0
+        hidden_states = self.embed(input_ids, inputs_embeds, offset=past_length)
+        dtype = hidden_states.dtype
+        self_mask = causal_mask(
+            hidden_states.shape[1],
+            past_length,
+            dtype,
+            hidden_states.device,
+            padding_mask(attention_mask, dtype),
+        )
+        cross_mask = padding_mask(encoder_attention_mask, dtype)
+        all_hidden = [hidden_states] if output_hidden_states else None
+        self_attentions = [] if output_attentions else None
+        cross_attentions = [] if output_attentions else None
+        for index, layer in enumerate(self.layers):
+            hidden_states, self_weights, cross_weights = layer(
+                hidden_states,
+                self_mask,
+                encoder_hidden_states,
+                cross_mask,
+                past_key_values=past_key_values,
+                cache_index=index,
+                output_attentions=bool(output_attentions),
+            )
+            if all_hidden is not None:
+                all_hidden.append(hidden_states)
+            if self_attentions is not None:
+                self_attentions.append(self_weights)
+                cross_attentions.append(cross_weights)
+        hidden_states = self.finish(hidden_states)
+        if all_hidden is not None:
+            all_hidden[-1] = hidden_states
+        return {
+            "last_hidden_state": hidden_states,
+            "past_key_values": past_key_values,
+            "hidden_states": tuple(all_hidden) if all_hidden is not None else None,
+            "attentions": tuple(self_attentions) if self_attentions is not None else None,
+            "cross_attentions": tuple(cross_attentions) if cross_attentions is not None else None,
+        }
+
+
+class DeepNMTPreTrainedModel(PreTrainedModel):
+    config_class = DeepNMTConfig
+    base_model_prefix = "model"
+    main_input_name = "input_ids"
+    supports_gradient_checkpointing = True
+    _supports_sdpa = True
+    _supports_flash_attn = False
+    _supports_flex_attn = False
+    _no_split_modules = ["DeepNMTEncoderLayer", "DeepNMTDecoderLayer"]
+
+    @torch.no_grad()
+    def _init_weights(self, module: nn.Module) -> None:
+        if isinstance(module, nn.Linear):
+            init_linear(module, self.config)
+        elif isinstance(module, nn.Embedding):
+            init_embedding(module, self.config)
+        elif isinstance(module, nn.LayerNorm):
+            init_layer_norm(module)
+        elif isinstance(module, SinusoidalPositions):
+            module.weight.copy_(sinusoidal_table(module.num_positions, self.config.d_model))
+
+    @property
+    def dummy_inputs(self) -> dict[str, torch.Tensor]:
+        pad, eos = self.config.pad_token_id, self.config.eos_token_id
+        input_ids = (
+            torch.tensor([[5, 6, 7, eos], [8, 9, eos, pad]], device=self.device) % self.config.vocab_size
+        )
+        return {"input_ids": input_ids, "attention_mask": input_ids.ne(pad), "decoder_input_ids": input_ids}
+
+
+class DeepNMTModel(DeepNMTPreTrainedModel):
+    """Encoder and decoder over one shared source/target embedding, without the output projection."""
+
+    def __init__(self, config: DeepNMTConfig) -> None:
+        super().__init__(config)
+        self.shared = nn.Embedding(config.vocab_size, config.d_model, config.pad_token_id)
+        self.encoder = DeepNMTEncoder(config, self.shared)
+        self.decoder = DeepNMTDecoder(config, self.shared)
+        self.post_init()
+
+    def get_input_embeddings(self) -> nn.Embedding:
+        return self.shared
+
+    def set_input_embeddings(self, value: nn.Embedding) -> None:
+        self.shared = value
+        self.encoder.set_embed_tokens(value)
+        self.decoder.set_embed_tokens(value)
+
+    def get_encoder(self) -> DeepNMTEncoder:
+        return self.encoder
+
+    def get_decoder(self) -> DeepNMTDecoder:
+        return self.decoder
+
+    def forward(
+        self,
+        input_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        decoder_input_ids: torch.Tensor | None = None,
+        decoder_attention_mask: torch.Tensor | None = None,
+        encoder_outputs: BaseModelOutput | tuple | None = None,
+        past_key_values: Cache | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        decoder_inputs_embeds: torch.Tensor | None = None,
+        use_cache: bool | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        return_dict: bool | None = None,
+        **kwargs: Any,
+    ) -> Seq2SeqModelOutput | tuple:
+        output_attentions = (
+            output_attentions if output_attentions is not None else self.config.output_attentions
+        )
+        output_hidden_states = (
+            output_hidden_states if output_hidden_states is not None else self.config.output_hidden_states
+        )
+        use_cache = use_cache if use_cache is not None else self.config.use_cache
+        if encoder_outputs is None:
+            encoder_outputs = self.encoder(
+                input_ids=input_ids,
+                attention_mask=attention_mask,
+                inputs_embeds=inputs_embeds,
+                output_attentions=output_attentions,
+                output_hidden_states=output_hidden_states,
+            )
+        elif not isinstance(encoder_outputs, BaseModelOutput):
+            encoder_outputs = BaseModelOutput(
+                last_hidden_state=encoder_outputs[0],
+                hidden_states=encoder_outputs[1] if len(encoder_outputs) > 1 else None,
+                attentions=encoder_outputs[2] if len(encoder_outputs) > 2 else None,
+            )
+        if decoder_input_ids is None and decoder_inputs_embeds is None:
+            raise ValueError("give decoder_input_ids (or labels to the ForConditionalGeneration model)")
+        decoder = self.decoder(
+            input_ids=decoder_input_ids,
+            attention_mask=decoder_attention_mask,
+            encoder_hidden_states=encoder_outputs.last_hidden_state,
+            encoder_attention_mask=attention_mask,
+            past_key_values=past_key_values,
+            inputs_embeds=decoder_inputs_embeds,
+            use_cache=use_cache,
+            output_attentions=output_attentions,
+            output_hidden_states=output_hidden_states,
+        )
+        out = Seq2SeqModelOutput(
+            last_hidden_state=decoder["last_hidden_state"],
+            past_key_values=decoder["past_key_values"],
+            decoder_hidden_states=decoder["hidden_states"],
+            decoder_attentions=decoder["attentions"],
+            cross_attentions=decoder["cross_attentions"],
+            encoder_last_hidden_state=encoder_outputs.last_hidden_state,
+            encoder_hidden_states=encoder_outputs.hidden_states,
+            encoder_attentions=encoder_outputs.attentions,
+        )
+        return out if return_dict is not False else out.to_tuple()
+
+
+def default_generation_config(config: DeepNMTConfig) -> GenerationConfig:
+    """Generation defaults saved as generation_config.json: beam 4, start from pad, stop at eos."""
+    return GenerationConfig(
+        num_beams=4,
+        max_length=min(256, config.max_position_embeddings),
+        decoder_start_token_id=config.decoder_start_token_id,
+        pad_token_id=config.pad_token_id,
+        eos_token_id=config.eos_token_id,
+        forced_eos_token_id=config.eos_token_id,
+        bos_token_id=config.bos_token_id,
+    )
+
+
+class DeepNMTForConditionalGeneration(DeepNMTPreTrainedModel, GenerationMixin):
+    """DeepNMTModel plus the output projection (tied to the shared embedding when `tie_word_embeddings`)."""
+
+    _tied_weights_keys = {"lm_head.weight": "model.shared.weight"}
+
+    def __init__(self, config: DeepNMTConfig) -> None:
+        super().__init__(config)
+        self.model = DeepNMTModel(config)
+        self.lm_head = nn.Linear(config.d_model, config.vocab_size, bias=False)
+        self.post_init()
+        self.generation_config = default_generation_config(config)
+
+    def get_input_embeddings(self) -> nn.Embedding:
+        return self.model.shared
+
+    def set_input_embeddings(self, value: nn.Embedding) -> None:
+        self.model.set_input_embeddings(value)
+
+    def get_output_embeddings(self) -> nn.Linear:
+        return self.lm_head
+
+    def set_output_embeddings(self, value: nn.Linear) -> None:
+        self.lm_head = value
+
+    def get_encoder(self) -> DeepNMTEncoder:
+        return self.model.encoder
+
+    def get_decoder(self) -> DeepNMTDecoder:
+        return self.model.decoder
+
+    def prepare_decoder_input_ids_from_labels(self, labels: torch.Tensor) -> torch.Tensor:
+        return shift_tokens_right(labels, self.config.pad_token_id, self.config.decoder_start_token_id)
+
+    def forward(
+        self,
+        input_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        decoder_input_ids: torch.Tensor | None = None,
+        decoder_attention_mask: torch.Tensor | None = None,
+        encoder_outputs: BaseModelOutput | tuple | None = None,
+        past_key_values: Cache | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        decoder_inputs_embeds: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        use_cache: bool | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        return_dict: bool | None = None,
+        **kwargs: Any,
+    ) -> Seq2SeqLMOutput | tuple:
+        if labels is not None:
+            use_cache = False
+            if decoder_input_ids is None and decoder_inputs_embeds is None:
+                decoder_input_ids = self.prepare_decoder_input_ids_from_labels(labels)
+        outputs = self.model(
+            input_ids,
+            attention_mask=attention_mask,
+            decoder_input_ids=decoder_input_ids,
+            decoder_attention_mask=decoder_attention_mask,
+            encoder_outputs=encoder_outputs,
+            past_key_values=past_key_values,
+            inputs_embeds=inputs_embeds,
+            decoder_inputs_embeds=decoder_inputs_embeds,
+            use_cache=use_cache,
+            output_attentions=output_attentions,
+            output_hidden_states=output_hidden_states,
+        )
+        logits = self.lm_head(outputs.last_hidden_state)
+        loss = None
+        if labels is not None:
+            loss = nn.functional.cross_entropy(
+                logits.float().view(-1, logits.shape[-1]),
+                labels.to(logits.device).view(-1),
+                ignore_index=-100,
+                label_smoothing=self.config.label_smoothing,
+            )
+        out = Seq2SeqLMOutput(
+            loss=loss,
+            logits=logits,
+            past_key_values=outputs.past_key_values,
+            decoder_hidden_states=outputs.decoder_hidden_states,
+            decoder_attentions=outputs.decoder_attentions,
+            cross_attentions=outputs.cross_attentions,
+            encoder_last_hidden_state=outputs.encoder_last_hidden_state,
+            encoder_hidden_states=outputs.encoder_hidden_states,
+            encoder_attentions=outputs.encoder_attentions,
+        )
+        return out if return_dict is not False else out.to_tuple()
+
+
+__all__ = [
+    "DeepNMTAttention",
+    "DeepNMTDecoder",
+    "DeepNMTDecoderLayer",
+    "DeepNMTEncoder",
+    "DeepNMTEncoderLayer",
+    "DeepNMTForConditionalGeneration",
+    "DeepNMTModel",
+    "DeepNMTPreTrainedModel",
+    "FeedForward",
+    "SinusoidalPositions",
+    "Sublayer",
+    "default_generation_config",
+    "shift_tokens_right",
+    "sinusoidal_table",
+]
