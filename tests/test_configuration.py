@@ -1,0 +1,77 @@
+"""DeepNMTConfig validation: every bad value raises ValueError naming the field, the value and what is allowed."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from factories import tiny_config
+
+from deep_nmt_hf import DeepNMTConfig
+from deep_nmt_hf.configuration_deep_nmt import CHOICES
+
+BAD_VALUES: list[tuple[dict[str, Any], str]] = [
+    ({"vocab_size": 0}, "vocab_size=0"),
+    ({"d_model": -8}, "d_model=-8"),
+    ({"d_model": 33, "encoder_attention_heads": 1, "decoder_attention_heads": 1}, "d_model=33 must be even"),
+    ({"encoder_layers": 0}, "encoder_layers=0"),
+    ({"decoder_layers": 2.5}, "decoder_layers=2.5"),
+    ({"encoder_attention_heads": 0}, "encoder_attention_heads=0"),
+    ({"encoder_attention_heads": 5}, "not divisible by encoder_attention_heads=5"),
+    ({"decoder_attention_heads": 3}, "not divisible by decoder_attention_heads=3"),
+    ({"encoder_ffn_dim": 0}, "encoder_ffn_dim=0"),
+    ({"decoder_ffn_dim": True}, "decoder_ffn_dim=True"),
+    ({"max_position_embeddings": 0}, "max_position_embeddings=0"),
+    ({"dropout": 1.0}, r"dropout=1.0 .*\[0, 1\)"),
+    ({"attention_dropout": -0.1}, "attention_dropout=-0.1"),
+    ({"activation_dropout": "x"}, "activation_dropout='x'"),
+    ({"label_smoothing": 1.5}, "label_smoothing=1.5"),
+    ({"layer_norm_eps": 0}, "layer_norm_eps=0"),
+    ({"activation_function": "sigmoidish"}, "activation_function='sigmoidish'"),
+    (
+        {"layer_norm_position": "middle"},
+        "layer_norm_position='middle' is not a valid choice; allowed: 'post', 'pre'",
+    ),
+    ({"pad_token_id": 48}, r"pad_token_id=48 is outside the vocabulary.*\[0, 47\]"),
+    ({"eos_token_id": -1}, "eos_token_id=-1"),
+    ({"eos_token_id": None}, "eos_token_id=None"),
+    ({"bos_token_id": 99}, "bos_token_id=99"),
+    ({"unk_token_id": 48}, "unk_token_id=48"),
+    ({"decoder_start_token_id": 1000}, "decoder_start_token_id=1000"),
+]
+
+
+@pytest.mark.parametrize(("fields", "message"), BAD_VALUES, ids=[str(f) for f, _ in BAD_VALUES])
+def test_bad_values_raise_value_error_naming_the_field(fields: dict[str, Any], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        tiny_config(**fields)
+
+
+@pytest.mark.parametrize("field", sorted(CHOICES))
+def test_every_choice_field_rejects_unknown_and_not_yet_implemented_values(field: str) -> None:
+    implemented, planned = CHOICES[field]
+    for value in implemented:
+        assert getattr(tiny_config(**{field: value}), field) == value
+    with pytest.raises(ValueError, match=f"{field}='bogus' is not a valid choice; allowed: "):
+        tiny_config(**{field: "bogus"})
+    for value in planned:
+        with pytest.raises(
+            ValueError, match=f"{field}='{value}' is part of the design but not implemented yet"
+        ):
+            tiny_config(**{field: value})
+
+
+def test_round_trip_keeps_every_field(tmp_path) -> None:
+    config = tiny_config(layer_norm_position="pre", label_smoothing=0.1, dropout=0.2)
+    config.save_pretrained(tmp_path)
+    loaded = DeepNMTConfig.from_pretrained(tmp_path)
+    for key, value in config.to_dict().items():
+        if key != "transformers_version":
+            assert getattr(loaded, key) == value, key
+
+
+def test_generation_settings_are_not_config_fields(tmp_path) -> None:
+    config = tiny_config()
+    config.save_pretrained(tmp_path)
+    text = (tmp_path / "config.json").read_text()
+    assert "num_beams" not in text and "max_length" not in text
