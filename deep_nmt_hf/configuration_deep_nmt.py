@@ -17,8 +17,10 @@ from transformers.activations import ACT2FN
 # field -> (values implemented now, values that exist in the design but are not implemented yet)
 CHOICES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "layer_norm_position": (("post", "pre"), ()),
-    "residual_scaling": (("none",), ("admin", "deepnorm")),
-    "init_method": (("xavier",), ("ds_init", "deepnorm")),
+    "residual_scaling": (("none", "admin", "deepnorm"), ()),
+    "init_method": (("xavier", "ds_init", "deepnorm"), ()),
+    "admin_omega": (("trainable", "fixed"), ()),
+    "admin_init": (("profile", "analytic"), ()),
     "decoder_attention": (("self",), ("merged",)),
     "encoder_layer_aggregation": (("residual",), ("dlcl",)),
     "decoder_layer_aggregation": (("residual",), ("dlcl",)),
@@ -39,8 +41,14 @@ class DeepNMTConfig(PretrainedConfig):
     Design choices (one per paper):
         layer_norm_position: `"post"` (Vaswani: `LN(x + f(x))`) or `"pre"` (`x + f(LN(x))` plus a final
             LayerNorm on encoder and decoder; prenorm-dlcl eq. 2).
-        residual_scaling: `"none"` (ADMIN / DeepNorm come with their issues).
-        init_method: `"xavier"` (DS-Init / DeepNorm come with their issues).
+        residual_scaling: `"none"`, `"admin"` (`LN(ω ⊙ x + f(x))`, ADMIN eq. 2; post-LN only) or `"deepnorm"`
+            (`LN(α·x + f(x))`, DeepNet eq. of sec. 3; post-LN only).
+        admin_omega: `"trainable"` (a per-dimension ω vector initialised from the profiled scalar and trained, as
+            the authors' released recipe does) or `"fixed"` (a constant scalar, as the paper's text says).
+        admin_init: `"profile"` (one forward pass sets ω; see admin.py) or `"analytic"` (admin-torch's
+            profiling-free ω = sqrt((N+1)/ln(N+1) - 1) for N residual sublayers of the side).
+        admin_profiled: set by profiling, so that saved ω are kept and not profiled again.
+        init_method: `"xavier"`, `"ds_init"` (depth-scaled, `ds_init_alpha`) or `"deepnorm"` (β-scaled xavier).
         decoder_attention: `"self"` (merged attention comes with its issue).
         encoder_layer_aggregation / decoder_layer_aggregation: `"residual"` (DLCL comes with its issue).
 
@@ -81,6 +89,10 @@ class DeepNMTConfig(PretrainedConfig):
         layer_norm_position: str = "post",
         residual_scaling: str = "none",
         init_method: str = "xavier",
+        admin_omega: str = "trainable",
+        admin_init: str = "profile",
+        admin_profiled: bool = False,
+        ds_init_alpha: float = 1.0,
         decoder_attention: str = "self",
         encoder_layer_aggregation: str = "residual",
         decoder_layer_aggregation: str = "residual",
@@ -115,6 +127,10 @@ class DeepNMTConfig(PretrainedConfig):
         self.layer_norm_position = layer_norm_position
         self.residual_scaling = residual_scaling
         self.init_method = init_method
+        self.admin_omega = admin_omega
+        self.admin_init = admin_init
+        self.admin_profiled = admin_profiled
+        self.ds_init_alpha = ds_init_alpha
         self.decoder_attention = decoder_attention
         self.encoder_layer_aggregation = encoder_layer_aggregation
         self.decoder_layer_aggregation = decoder_layer_aggregation
@@ -170,6 +186,22 @@ class DeepNMTConfig(PretrainedConfig):
             )
         for field, (implemented, planned) in CHOICES.items():
             check_choice(field, getattr(self, field), implemented, planned)
+        if self.residual_scaling != "none" and self.layer_norm_position != "post":
+            raise ValueError(
+                f"residual_scaling={self.residual_scaling!r} needs layer_norm_position='post' (got "
+                f"{self.layer_norm_position!r}): ADMIN and DeepNorm rescale the skip branch of post-LN sublayers; "
+                "pre-LN models are stable without it"
+            )
+        if self.init_method == "deepnorm" and self.residual_scaling != "deepnorm":
+            raise ValueError(
+                f"init_method='deepnorm' goes with residual_scaling='deepnorm' (got {self.residual_scaling!r}): "
+                "the β-scaled initialisation is derived for the α-scaled residual"
+            )
+        alpha = self.ds_init_alpha
+        if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0.0 < alpha <= 1.0:
+            raise ValueError(f"ds_init_alpha={alpha!r} is not allowed: it must lie in (0, 1]")
+        if not isinstance(self.admin_profiled, bool):
+            raise ValueError(f"admin_profiled={self.admin_profiled!r} must be true or false")
         for name in (
             "pad_token_id",
             "eos_token_id",

@@ -29,8 +29,14 @@ from transformers.modeling_outputs import BaseModelOutput, Seq2SeqLMOutput, Seq2
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
 from .configuration_deep_nmt import DeepNMTConfig
-from .initialization import init_embedding, init_layer_norm, init_linear
-from .residual import build_residual_scale
+from .initialization import (
+    init_admin_omega,
+    init_depth_aware_linear,
+    init_embedding,
+    init_layer_norm,
+    tag_layer_linears,
+)
+from .residual import AdminOmega, build_residual_scale
 
 
 def shift_tokens_right(labels: torch.Tensor, pad_token_id: int, decoder_start_token_id: int) -> torch.Tensor:
@@ -182,11 +188,15 @@ class Sublayer(nn.Module):
 
     post-LN: `y = LN(s(x) + dropout(f(x)))` with s the residual scale (identity, ADMIN ω, DeepNorm α);
     pre-LN:  `y = x + dropout(f(LN(x)))`.
-    `f` returns `(output, extra)`; the sublayer returns `(y, extra)`.
+    `f` returns `(output, extra)`; the sublayer returns `(y, extra)`. `side` and `index` (0-based over the
+    stack) say where it sits; a `recorder` (set by ADMIN profiling) sees each call's input and branch output.
     """
 
     def __init__(self, config: DeepNMTConfig, fn: nn.Module, side: str, index: int) -> None:
         super().__init__()
+        self.side = side
+        self.index = index
+        self.recorder: Any = None
         self.fn = fn
         self.layer_norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
         self.pre_norm = config.layer_norm_position == "pre"
@@ -200,6 +210,8 @@ class Sublayer(nn.Module):
             return hidden_states + output, extra
         output, extra = self.fn(hidden_states, *args, **kwargs)
         output = nn.functional.dropout(output, p=self.dropout, training=self.training)
+        if self.recorder is not None:
+            self.recorder(self, hidden_states, output)
         residual = hidden_states if self.residual_scale is None else self.residual_scale(hidden_states)
         return self.layer_norm(residual + output), extra
 
@@ -217,6 +229,10 @@ class DeepNMTEncoderLayer(GradientCheckpointingLayer):
         self.ffn = Sublayer(
             config, FeedForward(config, config.encoder_ffn_dim), "encoder", 2 * layer_index + 1
         )
+        tag_layer_linears(self, "encoder", layer_index + 1)
+
+    def sublayers(self) -> list[Sublayer]:
+        return [self.self_attn, self.ffn]
 
     def forward(
         self,
@@ -245,6 +261,10 @@ class DeepNMTDecoderLayer(GradientCheckpointingLayer):
         self.ffn = Sublayer(
             config, FeedForward(config, config.decoder_ffn_dim), "decoder", 3 * layer_index + 2
         )
+        tag_layer_linears(self, "decoder", layer_index + 1)
+
+    def sublayers(self) -> list[Sublayer]:
+        return [self.self_attn, self.encoder_attn, self.ffn]
 
     def forward(
         self,
@@ -343,6 +363,10 @@ class _Stack(nn.Module):
 
     def finish(self, hidden_states: torch.Tensor) -> torch.Tensor:
         return hidden_states if self.layer_norm is None else self.layer_norm(hidden_states)
+
+    def sublayers(self) -> list[Sublayer]:
+        """Every residual sublayer of the stack in the order the input passes through them."""
+        return [sublayer for layer in self.layers for sublayer in layer.sublayers()]
 
 
 class DeepNMTEncoder(_Stack):
@@ -463,13 +487,15 @@ class DeepNMTPreTrainedModel(PreTrainedModel):
     @torch.no_grad()
     def _init_weights(self, module: nn.Module) -> None:
         if isinstance(module, nn.Linear):
-            init_linear(module, self.config)
+            init_depth_aware_linear(module, self.config)
         elif isinstance(module, nn.Embedding):
             init_embedding(module, self.config)
         elif isinstance(module, nn.LayerNorm):
             init_layer_norm(module)
         elif isinstance(module, SinusoidalPositions):
             module.weight.copy_(sinusoidal_table(module.num_positions, self.config.d_model))
+        elif isinstance(module, Sublayer) and isinstance(module.residual_scale, AdminOmega):
+            init_admin_omega(module.residual_scale, self.config, module.side)
 
     @property
     def dummy_inputs(self) -> dict[str, torch.Tensor]:

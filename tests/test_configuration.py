@@ -38,6 +38,14 @@ BAD_VALUES: list[tuple[dict[str, Any], str]] = [
     ({"bos_token_id": 99}, "bos_token_id=99"),
     ({"unk_token_id": 48}, "unk_token_id=48"),
     ({"decoder_start_token_id": 1000}, "decoder_start_token_id=1000"),
+    ({"residual_scaling": "admin", "layer_norm_position": "pre"}, "residual_scaling='admin' needs layer_norm_position"),
+    ({"residual_scaling": "deepnorm", "layer_norm_position": "pre"}, "residual_scaling='deepnorm' needs"),
+    ({"init_method": "deepnorm"}, "init_method='deepnorm' goes with residual_scaling='deepnorm'"),
+    ({"ds_init_alpha": 0.0}, r"ds_init_alpha=0.0 .*\(0, 1\]"),
+    ({"ds_init_alpha": 1.5}, "ds_init_alpha=1.5"),
+    ({"admin_omega": "learned"}, "admin_omega='learned' is not a valid choice"),
+    ({"admin_init": "random"}, "admin_init='random' is not a valid choice"),
+    ({"admin_profiled": "yes"}, "admin_profiled='yes'"),
 ]
 
 
@@ -47,11 +55,15 @@ def test_bad_values_raise_value_error_naming_the_field(fields: dict[str, Any], m
         tiny_config(**fields)
 
 
+# values that are only valid together with another field
+COMPANIONS: dict[tuple[str, str], dict[str, Any]] = {("init_method", "deepnorm"): {"residual_scaling": "deepnorm"}}
+
+
 @pytest.mark.parametrize("field", sorted(CHOICES))
 def test_every_choice_field_rejects_unknown_and_not_yet_implemented_values(field: str) -> None:
     implemented, planned = CHOICES[field]
     for value in implemented:
-        assert getattr(tiny_config(**{field: value}), field) == value
+        assert getattr(tiny_config(**{field: value}, **COMPANIONS.get((field, value), {})), field) == value
     with pytest.raises(ValueError, match=f"{field}='bogus' is not a valid choice; allowed: "):
         tiny_config(**{field: "bogus"})
     for value in planned:

@@ -1,0 +1,201 @@
+"""ADMIN profiling: one forward pass sets the residual scale ω of every post-LN sublayer.
+
+Paper: admin-very-deep-transformers-nmt, sec. 3 (Profiling and Training phases). With every ω = 1 and the model
+in training mode, one forward pass records per sublayer i the variance of its input x_{i-1} and of its branch
+output f_i(x_{i-1}) over the real (non-pad) tokens. Then, separately for the encoder and the decoder,
+
+    ω_1 = 1,    ω_{i+1} = sqrt( Var(ω_i · x_{i-1}) + Var(f_i(x_{i-1})) ) = sqrt( ω_i² Var(x_{i-1}) + Var(f_i) ).
+
+Reading: the paper's text writes ω_i = sqrt(Σ_{j<i} Var[f(x_{j-1})]); the authors' released code uses the
+recursion above, which also counts the (unit) variance of the LayerNorm-ed skip input and keeps ω_1 = 1 for the
+sublayer that reads the embeddings. We implement the recursion: it is what their 60L-12L results were trained with,
+and it keeps the first ω at 1 so that the trained model folds. ω is a scalar per sublayer; with
+`admin_omega="trainable"` it initialises a per-dimension vector that training then adjusts.
+
+Usable alone (`admin_profile(model, batch)`) and as a `TrainerCallback` (`AdminProfilingCallback`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+from transformers import TrainerCallback
+
+from .residual import AdminOmega
+
+logger = logging.getLogger(__name__)
+
+
+def _admin_sublayers(model: nn.Module) -> dict[str, list[nn.Module]]:
+    base = model.model if hasattr(model, "model") else model
+    return {"encoder": base.encoder.sublayers(), "decoder": base.decoder.sublayers()}
+
+
+def _masked_variance(tensor: torch.Tensor, mask: torch.Tensor | None) -> float:
+    values = tensor.float()
+    if mask is not None and mask.shape == values.shape[:2]:
+        values = values[mask.bool()]
+    return values.var(unbiased=False).item()
+
+
+def omega_recursion(input_variances: list[float], output_variances: list[float]) -> list[float]:
+    """ω_1 = 1, ω_{i+1} = sqrt(ω_i² Var(x_{i-1}) + Var(f_i(x_{i-1}))) for the sublayers of one side."""
+    omegas = [1.0]
+    for var_in, var_out in zip(input_variances[:-1], output_variances[:-1], strict=True):
+        omegas.append((omegas[-1] ** 2 * var_in + var_out) ** 0.5)
+    return omegas
+
+
+@torch.no_grad()
+def admin_profile(model: nn.Module, batch: dict[str, torch.Tensor], seed: int = 0) -> dict[str, list[float]]:
+    """Profile ADMIN ω on one batch (input_ids, attention_mask, labels or decoder_input_ids), write them into
+    the model, mark `config.admin_profiled`, and return {"encoder": [ω...], "decoder": [ω...]}.
+
+    Deterministic for a given seed (the dropout masks of the profiling pass come from it)."""
+    config = model.config
+    if config.residual_scaling != "admin":
+        raise ValueError(f"admin_profile needs residual_scaling='admin', got {config.residual_scaling!r}")
+    sides = _admin_sublayers(model)
+    for sublayers in sides.values():
+        for sublayer in sublayers:
+            if isinstance(sublayer.residual_scale, AdminOmega):
+                sublayer.residual_scale.set_(1.0)
+    device = next(model.parameters()).device
+    batch = {k: v.to(device) for k, v in batch.items() if isinstance(v, torch.Tensor)}
+    masks = {"encoder": batch.get("attention_mask"), "decoder": None}
+    if "labels" in batch:
+        masks["decoder"] = batch["labels"].ne(-100)
+    elif "decoder_attention_mask" in batch:
+        masks["decoder"] = batch["decoder_attention_mask"]
+    stats: dict[str, dict[int, tuple[float, float]]] = {"encoder": {}, "decoder": {}}
+
+    def record(sublayer: nn.Module, inputs: torch.Tensor, output: torch.Tensor) -> None:
+        mask = masks[sublayer.side]
+        stats[sublayer.side][sublayer.index] = (
+            _masked_variance(inputs, mask),
+            _masked_variance(output, mask),
+        )
+
+    was_training = model.training
+    model.train()
+    try:
+        for sublayers in sides.values():
+            for sublayer in sublayers:
+                sublayer.recorder = record
+        with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+            torch.manual_seed(seed)
+            model(**{k: v for k, v in batch.items() if k != "labels"} | _decoder_inputs(model, batch))
+    finally:
+        for sublayers in sides.values():
+            for sublayer in sublayers:
+                sublayer.recorder = None
+        model.train(was_training)
+
+    omegas: dict[str, list[float]] = {}
+    for side, sublayers in sides.items():
+        ordered = [stats[side][s.index] for s in sublayers]
+        omegas[side] = omega_recursion([v[0] for v in ordered], [v[1] for v in ordered])
+        for sublayer, omega in zip(sublayers, omegas[side], strict=True):
+            if isinstance(sublayer.residual_scale, AdminOmega):
+                sublayer.residual_scale.set_(omega)
+    config.admin_profiled = True
+    return omegas
+
+
+def _decoder_inputs(model: nn.Module, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    if "decoder_input_ids" in batch:
+        return {}
+    if "labels" not in batch:
+        raise ValueError("admin_profile needs labels or decoder_input_ids in the batch")
+    return {"decoder_input_ids": model.prepare_decoder_input_ids_from_labels(batch["labels"])}
+
+
+def current_omegas(model: nn.Module) -> dict[str, list[float]]:
+    """The mean ω of every sublayer (1.0 where the skip branch is not scaled)."""
+    out = {}
+    for side, sublayers in _admin_sublayers(model).items():
+        out[side] = [
+            s.residual_scale.value().float().mean().item() if s.residual_scale is not None else 1.0
+            for s in sublayers
+        ]
+    return out
+
+
+def plot_omegas(omegas: dict[str, list[float]], path: str | Path) -> Path:
+    """Save a PNG of ω per sublayer for the encoder and the decoder."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 3.5))
+    for side, values in omegas.items():
+        ax.plot(range(1, len(values) + 1), values, marker="o", markersize=3, label=side)
+    ax.set_xlabel("sublayer i (counted per side)")
+    ax.set_ylabel("ω_i")
+    ax.set_title("ADMIN residual scale ω per sublayer")
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    path = Path(path)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def broadcast_omegas(model: nn.Module) -> None:
+    """Make every rank hold rank 0's ω (no-op outside torch.distributed)."""
+    if not (torch.distributed.is_available() and torch.distributed.is_initialized()):
+        return
+    for sublayers in _admin_sublayers(model).values():
+        for sublayer in sublayers:
+            if isinstance(sublayer.residual_scale, AdminOmega):
+                torch.distributed.broadcast(sublayer.residual_scale.omega.data, src=0)
+
+
+class AdminProfilingCallback(TrainerCallback):
+    """Profiles ADMIN ω before the first optimizer step, unless the model is already profiled.
+
+    The profiling batch is the first `batch_size` examples of the training set passed through the Trainer's
+    collator (taken by index, so the Trainer's own data order and RNG are untouched). In several processes rank 0
+    profiles and broadcasts, so ω is identical on every rank. Logs the values and writes `admin_omega.json` and
+    `admin_omega.png` into the output directory (main process only).
+    """
+
+    def __init__(self, batch_size: int | None = None, seed: int = 0) -> None:
+        self.batch_size = batch_size
+        self.seed = seed
+        self.omegas: dict[str, list[float]] | None = None
+
+    def on_train_begin(
+        self, args: Any, state: Any, control: Any, model: nn.Module = None, **kwargs: Any
+    ) -> None:
+        if model is None or model.config.residual_scaling != "admin" or model.config.admin_profiled:
+            return
+        if model.config.admin_init == "analytic":
+            return
+        dataloader = kwargs.get("train_dataloader")
+        if dataloader is None:
+            raise ValueError("AdminProfilingCallback needs the Trainer's train_dataloader")
+        dataset = dataloader.dataset
+        size = min(len(dataset), self.batch_size or args.per_device_train_batch_size)
+        batch = dataloader.collate_fn([dataset[i] for i in range(size)])
+        is_main = not (torch.distributed.is_available() and torch.distributed.is_initialized()) or (
+            torch.distributed.get_rank() == 0
+        )
+        if is_main:
+            admin_profile(model, batch, seed=self.seed)
+        model.config.admin_profiled = True
+        broadcast_omegas(model)
+        self.omegas = current_omegas(model)
+        logger.info("ADMIN ω profiled: %s", json.dumps(self.omegas))
+        if state.is_world_process_zero:
+            out = Path(args.output_dir)
+            out.mkdir(parents=True, exist_ok=True)
+            (out / "admin_omega.json").write_text(json.dumps(self.omegas, indent=2) + "\n")
+            plot_omegas(self.omegas, out / "admin_omega.png")

@@ -1,0 +1,249 @@
+"""Fold a trained deep_nmt_hf model into a stock Transformers class that needs no custom code.
+
+    post-LN (plain, ADMIN, DeepNorm, DS-Init)  → MarianMTModel
+    pre-LN                                     → PegasusForConditionalGeneration
+
+Why these classes: both use exactly our sinusoidal table (sin half, cos half, positions from 0), scale the word
+embeddings by sqrt(d_model) when `scale_embedding`, share one embedding between encoder, decoder and output, use
+LayerNorm with eps 1e-5, and have no other parameters (Marian's `final_logits_bias` is set to zero). Pegasus is
+pre-LN with a final LayerNorm on encoder and decoder; M2M100 is pre-LN too but uses fairseq's padding-aware
+position table, so it would not be exact.
+
+ADMIN / DeepNorm (../shared/DESIGN.md, "Folding ADMIN exactly"): sublayer i computes LN_i(ω_i ⊙ x + f_i(x)) where
+x is the output of LN_{i-1}. Multiplying LN_{i-1}'s weight and bias by ω_i makes it output ω_i ⊙ x, and dividing
+the input columns of f_i's first linear maps (self-attention q/k/v, cross-attention q, FFN fc1) by ω_i keeps
+f_i unchanged: the stock sublayer, exact for scalar and per-dimension ω. The first sublayer of a side reads the
+embeddings (no LayerNorm before it): ADMIN keeps its ω at 1; DeepNorm's α there is folded on the output side,
+LN(α x + f(x)) = LN(x + f(x)/α) up to LayerNorm's epsilon (f's output projection divided by α).
+
+`fold_to_stock` checks on a probe batch that logits agree to `atol` (1e-4, fp32) and that beam-4 outputs are
+identical before it returns, and raises `FoldCheckError` otherwise.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+from transformers import (
+    MarianConfig,
+    MarianMTModel,
+    PegasusConfig,
+    PegasusForConditionalGeneration,
+    PreTrainedModel,
+)
+
+STOCK_LAYER_NORM_EPS = 1e-5
+
+
+class NotFoldableError(ValueError):
+    """The model uses a feature that no stock Transformers class can express."""
+
+
+class FoldCheckError(RuntimeError):
+    """The folded model does not compute the same function as the original."""
+
+
+@dataclass
+class FoldReport:
+    max_abs_logit_diff: float
+    beam_outputs_identical: bool
+    stock_class: str
+
+
+def check_foldable(config) -> None:
+    """Raise NotFoldableError naming every feature that keeps `config` from folding into a stock class."""
+    problems = []
+    if getattr(config, "decoder_attention", "self") != "self":
+        problems.append(
+            f"decoder_attention={config.decoder_attention!r} (merged attention has no stock equivalent)"
+        )
+    for side in ("encoder", "decoder"):
+        aggregation = getattr(config, f"{side}_layer_aggregation", "residual")
+        if aggregation != "residual":
+            problems.append(f"{side}_layer_aggregation={aggregation!r} (DLCL has no stock equivalent)")
+    if config.layer_norm_eps != STOCK_LAYER_NORM_EPS:
+        problems.append(f"layer_norm_eps={config.layer_norm_eps} (stock classes use {STOCK_LAYER_NORM_EPS})")
+    if problems:
+        raise NotFoldableError("cannot fold into a stock Transformers class: " + "; ".join(problems))
+
+
+def stock_config(config) -> MarianConfig | PegasusConfig:
+    """The stock config with the same shape and special tokens."""
+    common = dict(
+        vocab_size=config.vocab_size,
+        d_model=config.d_model,
+        encoder_layers=config.encoder_layers,
+        decoder_layers=config.decoder_layers,
+        encoder_attention_heads=config.encoder_attention_heads,
+        decoder_attention_heads=config.decoder_attention_heads,
+        encoder_ffn_dim=config.encoder_ffn_dim,
+        decoder_ffn_dim=config.decoder_ffn_dim,
+        max_position_embeddings=config.max_position_embeddings,
+        dropout=config.dropout,
+        attention_dropout=config.attention_dropout,
+        activation_dropout=config.activation_dropout,
+        activation_function=config.activation_function,
+        scale_embedding=config.scale_embedding,
+        pad_token_id=config.pad_token_id,
+        eos_token_id=config.eos_token_id,
+        bos_token_id=config.bos_token_id,
+        decoder_start_token_id=config.decoder_start_token_id,
+        forced_eos_token_id=config.eos_token_id,
+        tie_word_embeddings=config.tie_word_embeddings,
+    )
+    if config.layer_norm_position == "pre":
+        return PegasusConfig(**common)
+    return MarianConfig(**common, share_encoder_decoder_embeddings=True)
+
+
+def _scale_of(sublayer: nn.Module) -> torch.Tensor | None:
+    scale = sublayer.residual_scale
+    if scale is None:
+        return None
+    value = scale.value().float()
+    return None if torch.all(value == 1) else value
+
+
+def _first_linears(sublayer: nn.Module) -> list[nn.Linear]:
+    fn = sublayer.fn
+    if hasattr(fn, "fc1"):
+        return [fn.fc1]
+    if fn.is_cross_attention:
+        return [fn.q_proj]  # k/v read the encoder output, not x
+    return [fn.q_proj, fn.k_proj, fn.v_proj]
+
+
+def _last_linear(sublayer: nn.Module) -> nn.Linear:
+    fn = sublayer.fn
+    return fn.fc2 if hasattr(fn, "fc2") else fn.out_proj
+
+
+@torch.no_grad()
+def fold_residual_scales(model: PreTrainedModel) -> PreTrainedModel:
+    """A copy of `model` whose residual scales are folded into LayerNorms and linear maps (all scales then 1)."""
+    folded = copy.deepcopy(model).float().eval()
+    base = folded.model
+    for stack in (base.encoder, base.decoder):
+        sublayers = stack.sublayers()
+        for i, sublayer in enumerate(sublayers):
+            omega = _scale_of(sublayer)
+            if omega is None:
+                continue
+            if i == 0:  # no LayerNorm before it: output-side form, exact up to LayerNorm's epsilon
+                if omega.numel() != 1:
+                    raise NotFoldableError("a per-dimension scale on the first sublayer cannot be folded")
+                last = _last_linear(sublayer)
+                last.weight.div_(omega)
+                last.bias.div_(omega)
+            else:
+                previous = sublayers[i - 1].layer_norm
+                previous.weight.mul_(omega)
+                previous.bias.mul_(omega)
+                for linear in _first_linears(sublayer):
+                    linear.weight.div_(omega.view(1, -1))
+            sublayer.residual_scale = None
+    return folded
+
+
+def _stock_state_dict(model: PreTrainedModel) -> dict[str, torch.Tensor]:
+    base = model.model
+    shared = base.shared.weight
+    state = {
+        "model.shared.weight": shared,
+        "model.encoder.embed_tokens.weight": shared,
+        "model.decoder.embed_tokens.weight": shared,
+        "lm_head.weight": model.lm_head.weight,
+    }
+    attn_names = ("q_proj", "k_proj", "v_proj", "out_proj")
+    for side, stock_norms in (
+        ("encoder", ("self_attn", "final_layer_norm")),
+        ("decoder", ("self_attn", "encoder_attn", "final_layer_norm")),
+    ):
+        for index, layer in enumerate(getattr(base, side).layers):
+            prefix = f"model.{side}.layers.{index}."
+            for sublayer, norm_name in zip(layer.sublayers(), stock_norms, strict=True):
+                if norm_name == "final_layer_norm":
+                    for name in ("fc1", "fc2"):
+                        for p in ("weight", "bias"):
+                            state[f"{prefix}{name}.{p}"] = getattr(getattr(sublayer.fn, name), p)
+                    ln = "final_layer_norm"
+                else:
+                    for name in attn_names:
+                        for p in ("weight", "bias"):
+                            state[f"{prefix}{norm_name}.{name}.{p}"] = getattr(getattr(sublayer.fn, name), p)
+                    ln = f"{norm_name}_layer_norm"
+                for p in ("weight", "bias"):
+                    state[f"{prefix}{ln}.{p}"] = getattr(sublayer.layer_norm, p)
+        final = getattr(base, side).layer_norm
+        if final is not None:
+            for p in ("weight", "bias"):
+                state[f"model.{side}.layer_norm.{p}"] = getattr(final, p)
+    return {k: v.detach().clone() for k, v in state.items()}
+
+
+def probe_batch(config, batch_size: int = 4, seed: int = 0) -> dict[str, torch.Tensor]:
+    """Random source sentences of different lengths (right-padded) for the fold check."""
+    generator = torch.Generator().manual_seed(seed)
+    lengths = [max(2, 12 - 3 * i) for i in range(batch_size)]
+    ids = torch.full((batch_size, max(lengths)), config.pad_token_id, dtype=torch.long)
+    special = {config.pad_token_id, config.eos_token_id, config.decoder_start_token_id}
+    for row, length in enumerate(lengths):
+        tokens = torch.randint(0, config.vocab_size, (length - 1,), generator=generator)
+        tokens = torch.tensor([t if t not in special else 2 for t in tokens.tolist()])
+        ids[row, : length - 1] = tokens
+        ids[row, length - 1] = config.eos_token_id
+    return {"input_ids": ids, "attention_mask": ids.ne(config.pad_token_id).long()}
+
+
+@torch.no_grad()
+def compare_models(
+    original: PreTrainedModel,
+    folded: PreTrainedModel,
+    batch: dict[str, torch.Tensor],
+    num_beams: int = 4,
+    max_new_tokens: int = 16,
+) -> FoldReport:
+    """Max |Δlogits| on a teacher-forced pass and whether beam search gives identical outputs."""
+    original, folded = original.eval(), folded.eval()
+    generation = dict(num_beams=num_beams, max_length=max_new_tokens + 1, do_sample=False)
+    reference = original.generate(**batch, **generation)
+    candidate = folded.generate(**batch, **generation)
+    logits_a = original(**batch, decoder_input_ids=reference).logits.float()
+    logits_b = folded(**batch, decoder_input_ids=reference).logits.float()
+    same = reference.shape == candidate.shape and torch.equal(reference, candidate)
+    return FoldReport((logits_a - logits_b).abs().max().item(), same, type(folded).__name__)
+
+
+def fold_to_stock(
+    model: PreTrainedModel, batch: dict[str, torch.Tensor] | None = None, atol: float = 1e-4
+) -> tuple[PreTrainedModel, FoldReport]:
+    """The stock model (MarianMTModel or PegasusForConditionalGeneration) holding the same function, and the
+    check report. Raises NotFoldableError for unfoldable features and FoldCheckError if the check fails."""
+    config = model.config
+    check_foldable(config)
+    folded = fold_residual_scales(model)
+    stock_cls = PegasusForConditionalGeneration if config.layer_norm_position == "pre" else MarianMTModel
+    stock = stock_cls(stock_config(config)).eval()
+    missing, unexpected = stock.load_state_dict(_stock_state_dict(folded), strict=False)
+    allowed_missing = {
+        "final_logits_bias",
+        "model.encoder.embed_positions.weight",
+        "model.decoder.embed_positions.weight",
+    }
+    if set(missing) - allowed_missing or unexpected:
+        raise FoldCheckError(
+            f"state dict mismatch: missing {sorted(set(missing) - allowed_missing)}, unexpected {unexpected}"
+        )
+    stock.final_logits_bias.zero_()
+    stock.generation_config = copy.deepcopy(model.generation_config)
+    report = compare_models(model.float(), stock, batch if batch is not None else probe_batch(config))
+    if report.max_abs_logit_diff > atol or not report.beam_outputs_identical:
+        raise FoldCheckError(
+            f"folded {report.stock_class} differs from the original: max |Δlogits| = "
+            f"{report.max_abs_logit_diff:.2e} (allowed {atol:.0e}), beam outputs identical: "
+            f"{report.beam_outputs_identical}"
+        )
+    return stock, report
