@@ -7,15 +7,32 @@ marks the classes for auto-class export, so that `save_pretrained` writes `auto_
 
 from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM
 
-from .configuration_deep_nmt import DeepNMTConfig
-from .modeling_deep_nmt import DeepNMTForConditionalGeneration, DeepNMTModel, DeepNMTPreTrainedModel
+from .configuration_deep_nmt import AdminConfig, DeepNMTConfig, DeepNormConfig
+from .modeling_deep_nmt import (
+    AdminForConditionalGeneration,
+    AdminModel,
+    DeepNMTForConditionalGeneration,
+    DeepNMTModel,
+    DeepNMTPreTrainedModel,
+    DeepNormForConditionalGeneration,
+    DeepNormModel,
+)
 
 __version__ = "0.1.0"
 
 # (config class, base model class, seq2seq LM class) for every registered model type
 MODEL_TYPES: list[tuple[type, type, type]] = [
     (DeepNMTConfig, DeepNMTModel, DeepNMTForConditionalGeneration),
+    (AdminConfig, AdminModel, AdminForConditionalGeneration),
+    (DeepNormConfig, DeepNormModel, DeepNormForConditionalGeneration),
 ]
+
+# short names for `deep-nmt train --variant NAME` → config class
+VARIANTS: dict[str, type] = {
+    "base": DeepNMTConfig,
+    "admin": AdminConfig,
+    "deepnorm": DeepNormConfig,
+}
 
 
 def _register() -> None:
@@ -32,6 +49,13 @@ _register()
 
 __all__ = [
     "MODEL_TYPES",
+    "VARIANTS",
+    "AdminConfig",
+    "AdminForConditionalGeneration",
+    "AdminModel",
+    "DeepNormConfig",
+    "DeepNormForConditionalGeneration",
+    "DeepNormModel",
     "DeepNMTConfig",
     "DeepNMTForConditionalGeneration",
     "DeepNMTModel",

@@ -9,7 +9,7 @@ This file ships with saved checkpoints (`trust_remote_code`): it imports nothing
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from transformers import PretrainedConfig
 from transformers.activations import ACT2FN
@@ -220,6 +220,73 @@ class DeepNMTConfig(PretrainedConfig):
                 )
 
 
+class VariantConfig(DeepNMTConfig):
+    """Base of the per-paper presets: `DEFAULTS` fixes the paper's choices and shape, `PRESETS` names shapes.
+
+    `from_preset(name, **overrides)` builds a config from a named preset (e.g. the paper's depth, or `"tiny"` for
+    CPU tests and demos); explicit keyword arguments always win over presets and defaults.
+
+    Every subclass must define its own `__init__` (even a plain pass-through): transformers 5.x turns config
+    classes into dataclasses and gives a class without one a generated `__init__` that skips ours."""
+
+    DEFAULTS: ClassVar[dict[str, Any]] = {}
+    PRESETS: ClassVar[dict[str, dict[str, Any]]] = {}
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**{**self.DEFAULTS, **kwargs})
+
+    @classmethod
+    def from_preset(cls, name: str, **overrides: Any) -> VariantConfig:
+        if name not in cls.PRESETS:
+            raise ValueError(
+                f"unknown preset {name!r} for {cls.__name__}; choose one of: {', '.join(cls.PRESETS)}"
+            )
+        return cls(**{**cls.PRESETS[name], **overrides})
+
+
+BASE_WIDTH = {"d_model": 512, "encoder_ffn_dim": 2048, "decoder_ffn_dim": 2048}
+BASE_WIDTH |= {"encoder_attention_heads": 8, "decoder_attention_heads": 8}
+TINY = {"d_model": 64, "encoder_ffn_dim": 128, "decoder_ffn_dim": 128}
+TINY |= {"encoder_attention_heads": 4, "decoder_attention_heads": 4}
+
+
+class AdminConfig(VariantConfig):
+    """ADMIN (admin-very-deep-transformers-nmt): post-LN, x_i = LN(ω_i ⊙ x_{i-1} + f_i(x_{i-1})), ω profiled.
+
+    Defaults: the paper's 60L-12L at Transformer-base width (512/2048/8 heads)."""
+
+    model_type = "deep_nmt_admin"
+    DEFAULTS = {"layer_norm_position": "post", "residual_scaling": "admin", "encoder_layers": 60}
+    DEFAULTS |= {"decoder_layers": 12, **BASE_WIDTH}
+    PRESETS = {
+        "60L-12L": {"encoder_layers": 60, "decoder_layers": 12},
+        "36L-12L": {"encoder_layers": 36, "decoder_layers": 12},
+        "18L-18L": {"encoder_layers": 18, "decoder_layers": 18},
+        "6L-6L": {"encoder_layers": 6, "decoder_layers": 6},
+        "tiny": {"encoder_layers": 12, "decoder_layers": 2, **TINY},
+    }
+
+    def __init__(self, **kwargs: Any) -> None:  # each config class needs its own __init__ (see VariantConfig)
+        super().__init__(**kwargs)
+
+
+class DeepNormConfig(VariantConfig):
+    """DeepNorm (DeepNet, Wang et al. 2022): post-LN, x_i = LN(α x_{i-1} + f_i(x_{i-1})) with β-scaled init."""
+
+    model_type = "deep_nmt_deepnorm"
+    DEFAULTS = {"layer_norm_position": "post", "residual_scaling": "deepnorm", "init_method": "deepnorm"}
+    DEFAULTS |= {"encoder_layers": 60, "decoder_layers": 12, **BASE_WIDTH}
+    PRESETS = {
+        "60L-12L": {"encoder_layers": 60, "decoder_layers": 12},
+        "100L-100L": {"encoder_layers": 100, "decoder_layers": 100},
+        "6L-6L": {"encoder_layers": 6, "decoder_layers": 6},
+        "tiny": {"encoder_layers": 12, "decoder_layers": 2, **TINY},
+    }
+
+    def __init__(self, **kwargs: Any) -> None:  # each config class needs its own __init__ (see VariantConfig)
+        super().__init__(**kwargs)
+
+
 def _require_positive_int(name: str, value: Any) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
         raise ValueError(f"{name}={value!r} is not allowed: it must be a positive integer")
@@ -237,4 +304,4 @@ def check_choice(field: str, value: Any, implemented: tuple[str, ...], planned: 
     raise ValueError(f"{field}={value!r} is not a valid choice; allowed: {allowed}")
 
 
-__all__ = ["CHOICES", "DeepNMTConfig", "check_choice"]
+__all__ = ["CHOICES", "AdminConfig", "DeepNMTConfig", "DeepNormConfig", "VariantConfig", "check_choice"]

@@ -23,7 +23,12 @@ identical before it returns, and raises `FoldCheckError` otherwise.
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import asdict, dataclass
+from pathlib import Path
 
 import torch
 from torch import nn
@@ -247,3 +252,34 @@ def fold_to_stock(
             f"{report.beam_outputs_identical}"
         )
     return stock, report
+
+
+def fold_directory(model_dir: str | Path, out_dir: str | Path, atol: float = 1e-4) -> FoldReport:
+    """`deep-nmt fold IN OUT`: load IN, fold it, check it, and write the stock model, tokenizer and generation
+    config to OUT (written to a temporary sibling directory first, then renamed: never half-written)."""
+    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+
+    model_dir, out_dir = Path(model_dir), Path(out_dir)
+    if not (model_dir / "config.json").is_file():
+        raise FileNotFoundError(f"{model_dir} is not a saved model directory (no config.json)")
+    if out_dir.exists():
+        raise FileExistsError(f"{out_dir} exists already; choose a new output directory")
+    model = AutoModelForSeq2SeqLM.from_pretrained(model_dir).eval()
+    tokenizer = AutoTokenizer.from_pretrained(model_dir) if _has_tokenizer(model_dir) else None
+    stock, report = fold_to_stock(model, atol=atol)
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
+    try:
+        stock.save_pretrained(tmp)
+        if tokenizer is not None:
+            tokenizer.save_pretrained(tmp)
+        (tmp / "fold_report.json").write_text(json.dumps(asdict(report), indent=2) + "\n")
+        os.replace(tmp, out_dir)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return report
+
+
+def _has_tokenizer(model_dir: Path) -> bool:
+    return (model_dir / "tokenizer.json").is_file() or (model_dir / "tokenizer_config.json").is_file()

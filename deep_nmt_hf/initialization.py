@@ -79,6 +79,6 @@ def init_depth_aware_linear(module: nn.Linear, config: DeepNMTConfig) -> None:
         init.zeros_(module.bias)
 
 
-def init_admin_omega(module: AdminOmega, config: DeepNMTConfig, side: str) -> None:
+def init_admin_omega(module: AdminOmega, config: DeepNMTConfig) -> None:
     """ω starts at the analytic value (`admin_init="analytic"`) or at 1 until profiling sets it."""
-    init.constant_(module.omega, initial_omega(config, side))
+    init.constant_(module.omega, initial_omega(config, module.side))

@@ -28,7 +28,7 @@ from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.modeling_outputs import BaseModelOutput, Seq2SeqLMOutput, Seq2SeqModelOutput
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
-from .configuration_deep_nmt import DeepNMTConfig
+from .configuration_deep_nmt import AdminConfig, DeepNMTConfig, DeepNormConfig
 from .initialization import (
     init_admin_omega,
     init_depth_aware_linear,
@@ -494,8 +494,8 @@ class DeepNMTPreTrainedModel(PreTrainedModel):
             init_layer_norm(module)
         elif isinstance(module, SinusoidalPositions):
             module.weight.copy_(sinusoidal_table(module.num_positions, self.config.d_model))
-        elif isinstance(module, Sublayer) and isinstance(module.residual_scale, AdminOmega):
-            init_admin_omega(module.residual_scale, self.config, module.side)
+        elif isinstance(module, AdminOmega):
+            init_admin_omega(module, self.config)
 
     @property
     def dummy_inputs(self) -> dict[str, torch.Tensor]:
@@ -696,7 +696,31 @@ class DeepNMTForConditionalGeneration(DeepNMTPreTrainedModel, GenerationMixin):
         return out if return_dict is not False else out.to_tuple()
 
 
+class AdminModel(DeepNMTModel):
+    config_class = AdminConfig
+
+
+class AdminForConditionalGeneration(DeepNMTForConditionalGeneration):
+    """ADMIN model (post-LN, profiled ω): the core with `AdminConfig` defaults."""
+
+    config_class = AdminConfig
+
+
+class DeepNormModel(DeepNMTModel):
+    config_class = DeepNormConfig
+
+
+class DeepNormForConditionalGeneration(DeepNMTForConditionalGeneration):
+    """DeepNorm model (post-LN, constant α, β-scaled init): the core with `DeepNormConfig` defaults."""
+
+    config_class = DeepNormConfig
+
+
 __all__ = [
+    "AdminForConditionalGeneration",
+    "AdminModel",
+    "DeepNormForConditionalGeneration",
+    "DeepNormModel",
     "DeepNMTAttention",
     "DeepNMTDecoder",
     "DeepNMTDecoderLayer",

@@ -52,9 +52,10 @@ class AdminOmega(nn.Module):
 
     Both start at 1 (or the analytic value) and are set by profiling (admin.py)."""
 
-    def __init__(self, d_model: int, trainable: bool) -> None:
+    def __init__(self, d_model: int, trainable: bool, side: str) -> None:
         super().__init__()
         self.trainable = trainable
+        self.side = side
         if trainable:
             self.omega = nn.Parameter(torch.ones(d_model))
         else:
@@ -94,7 +95,7 @@ def build_residual_scale(config: DeepNMTConfig, side: str, sublayer_index: int) 
     if config.residual_scaling == "admin":
         if sublayer_index == 0:
             return None  # reads the embeddings: ω = 1, kept so that the model folds
-        return AdminOmega(config.d_model, trainable=config.admin_omega == "trainable")
+        return AdminOmega(config.d_model, trainable=config.admin_omega == "trainable", side=side)
     if config.residual_scaling == "deepnorm":
         return DeepNormAlpha(deepnorm_constants(config, side)[0])
     return None
