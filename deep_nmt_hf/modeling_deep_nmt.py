@@ -594,7 +594,7 @@ class DeepNMTModel(DeepNMTPreTrainedModel):
 
 
 def default_generation_config(config: DeepNMTConfig) -> GenerationConfig:
-    """Generation defaults saved as generation_config.json: beam 4, start from pad, stop at eos."""
+    """Generation defaults saved as generation_config.json: beam 4, start from pad, stop at eos, never emit pad."""
     return GenerationConfig(
         num_beams=4,
         max_length=min(256, config.max_position_embeddings),
@@ -603,6 +603,7 @@ def default_generation_config(config: DeepNMTConfig) -> GenerationConfig:
         eos_token_id=config.eos_token_id,
         forced_eos_token_id=config.eos_token_id,
         bos_token_id=config.bos_token_id,
+        bad_words_ids=[[config.pad_token_id]],  # never emit pad (the decoder start), as Marian checkpoints do
     )
 
 
