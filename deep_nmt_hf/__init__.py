@@ -7,7 +7,7 @@ marks the classes for auto-class export, so that `save_pretrained` writes `auto_
 
 from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM
 
-from .configuration_deep_nmt import AdminConfig, DeepNMTConfig, DeepNormConfig
+from .configuration_deep_nmt import AdminConfig, DeepNMTConfig, DeepNormConfig, DSInitMAttConfig
 from .modeling_deep_nmt import (
     AdminForConditionalGeneration,
     AdminModel,
@@ -16,6 +16,8 @@ from .modeling_deep_nmt import (
     DeepNMTPreTrainedModel,
     DeepNormForConditionalGeneration,
     DeepNormModel,
+    DSInitMAttForConditionalGeneration,
+    DSInitMAttModel,
 )
 
 __version__ = "0.1.0"
@@ -25,6 +27,7 @@ MODEL_TYPES: list[tuple[type, type, type]] = [
     (DeepNMTConfig, DeepNMTModel, DeepNMTForConditionalGeneration),
     (AdminConfig, AdminModel, AdminForConditionalGeneration),
     (DeepNormConfig, DeepNormModel, DeepNormForConditionalGeneration),
+    (DSInitMAttConfig, DSInitMAttModel, DSInitMAttForConditionalGeneration),
 ]
 
 # short names for `deep-nmt train --variant NAME` → config class
@@ -32,6 +35,7 @@ VARIANTS: dict[str, type] = {
     "base": DeepNMTConfig,
     "admin": AdminConfig,
     "deepnorm": DeepNormConfig,
+    "dsinit_matt": DSInitMAttConfig,
 }
 
 
@@ -56,6 +60,9 @@ __all__ = [
     "DeepNormConfig",
     "DeepNormForConditionalGeneration",
     "DeepNormModel",
+    "DSInitMAttConfig",
+    "DSInitMAttForConditionalGeneration",
+    "DSInitMAttModel",
     "DeepNMTConfig",
     "DeepNMTForConditionalGeneration",
     "DeepNMTModel",

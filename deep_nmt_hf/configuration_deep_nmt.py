@@ -21,7 +21,7 @@ CHOICES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "init_method": (("xavier", "ds_init", "deepnorm"), ()),
     "admin_omega": (("trainable", "fixed"), ()),
     "admin_init": (("profile", "analytic"), ()),
-    "decoder_attention": (("self",), ("merged",)),
+    "decoder_attention": (("self", "merged"), ()),
     "encoder_layer_aggregation": (("residual",), ("dlcl",)),
     "decoder_layer_aggregation": (("residual",), ("dlcl",)),
 }
@@ -49,7 +49,8 @@ class DeepNMTConfig(PretrainedConfig):
             profiling-free ω = sqrt((N+1)/ln(N+1) - 1) for N residual sublayers of the side).
         admin_profiled: set by profiling, so that saved ω are kept and not profiled again.
         init_method: `"xavier"`, `"ds_init"` (depth-scaled, `ds_init_alpha`) or `"deepnorm"` (β-scaled xavier).
-        decoder_attention: `"self"` (merged attention comes with its issue).
+        decoder_attention: `"self"` (3 sublayers per decoder layer) or `"merged"` (MAtt: simplified average
+            attention merged with the cross-attention, 2 sublayers; dsinit-merged-attention eq. 16-17).
         encoder_layer_aggregation / decoder_layer_aggregation: `"residual"` (DLCL comes with its issue).
 
     Special tokens follow the Marian layout (eos 0, unk 1, pad last, the decoder starts from pad), so that
@@ -287,6 +288,25 @@ class DeepNormConfig(VariantConfig):
         super().__init__(**kwargs)
 
 
+class DSInitMAttConfig(VariantConfig):
+    """DS-Init + merged attention (dsinit-merged-attention): post-LN, depth-scaled init (α = 1), MAtt decoder.
+
+    Defaults: the paper's 12-layer encoder and decoder at Transformer-base width."""
+
+    model_type = "deep_nmt_dsinit_matt"
+    DEFAULTS = {"layer_norm_position": "post", "init_method": "ds_init", "ds_init_alpha": 1.0}
+    DEFAULTS |= {"decoder_attention": "merged", "encoder_layers": 12, "decoder_layers": 12, **BASE_WIDTH}
+    PRESETS = {
+        "12L-12L": {"encoder_layers": 12, "decoder_layers": 12},
+        "20L-20L": {"encoder_layers": 20, "decoder_layers": 20},
+        "6L-6L": {"encoder_layers": 6, "decoder_layers": 6},
+        "tiny": {"encoder_layers": 8, "decoder_layers": 4, **TINY},
+    }
+
+    def __init__(self, **kwargs: Any) -> None:  # each config class needs its own __init__ (see VariantConfig)
+        super().__init__(**kwargs)
+
+
 def _require_positive_int(name: str, value: Any) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
         raise ValueError(f"{name}={value!r} is not allowed: it must be a positive integer")
@@ -304,4 +324,4 @@ def check_choice(field: str, value: Any, implemented: tuple[str, ...], planned: 
     raise ValueError(f"{field}={value!r} is not a valid choice; allowed: {allowed}")
 
 
-__all__ = ["CHOICES", "AdminConfig", "DeepNMTConfig", "DeepNormConfig", "VariantConfig", "check_choice"]
+__all__ = ["CHOICES", "AdminConfig", "DSInitMAttConfig", "DeepNMTConfig", "DeepNormConfig", "VariantConfig", "check_choice"]

@@ -28,7 +28,7 @@ from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.modeling_outputs import BaseModelOutput, Seq2SeqLMOutput, Seq2SeqModelOutput
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
-from .configuration_deep_nmt import AdminConfig, DeepNMTConfig, DeepNormConfig
+from .configuration_deep_nmt import AdminConfig, DeepNMTConfig, DeepNormConfig, DSInitMAttConfig
 from .initialization import (
     init_admin_omega,
     init_depth_aware_linear,
@@ -36,7 +36,8 @@ from .initialization import (
     init_layer_norm,
     tag_layer_linears,
 )
-from .residual import AdminOmega, build_residual_scale
+from .merged_attention import MergedAttention
+from .residual import AdminOmega, build_residual_scale, sublayers_per_layer
 
 
 def shift_tokens_right(labels: torch.Tensor, pad_token_id: int, decoder_start_token_id: int) -> torch.Tensor:
@@ -128,6 +129,21 @@ class DeepNMTAttention(nn.Module):
         cache_index: int = 0,
         output_attentions: bool = False,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        context, weights = self.attend(
+            hidden_states, key_value_states, attention_mask, past_key_values, cache_index, output_attentions
+        )
+        return self.out_proj(context), weights
+
+    def attend(
+        self,
+        hidden_states: torch.Tensor,
+        key_value_states: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        past_key_values: Cache | None = None,
+        cache_index: int = 0,
+        output_attentions: bool = False,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """The attention context before the output projection, (batch, time, d_model), and the weights."""
         query = self._heads(self.q_proj(hidden_states))
         source = key_value_states if self.is_cross_attention else hidden_states
         cache = None
@@ -161,8 +177,7 @@ class DeepNMTAttention(nn.Module):
             dropout=self.dropout if self.training else 0.0,
             scaling=self.scaling,
         )
-        output = self.out_proj(output.reshape(*hidden_states.shape[:-1], -1).contiguous())
-        return output, weights
+        return output.reshape(*hidden_states.shape[:-1], -1).contiguous(), weights
 
 
 class FeedForward(nn.Module):
@@ -248,22 +263,31 @@ class DeepNMTEncoderLayer(GradientCheckpointingLayer):
 
 
 class DeepNMTDecoderLayer(GradientCheckpointingLayer):
-    """Decoder layer l: causal self-attention, cross-attention over the encoder output, FFN."""
+    """Decoder layer l: causal self-attention, cross-attention over the encoder output, FFN.
+
+    With `decoder_attention="merged"` the first two become one MAtt sublayer (merged_attention.py)."""
 
     def __init__(self, config: DeepNMTConfig, layer_index: int) -> None:
         super().__init__()
         self.layer_index = layer_index
         heads = config.decoder_attention_heads
-        self_attention = DeepNMTAttention(config, heads, is_causal=True, is_cross_attention=False)
+        per_layer = sublayers_per_layer(config, "decoder")
+        first = per_layer * layer_index
         cross_attention = DeepNMTAttention(config, heads, is_causal=False, is_cross_attention=True)
-        self.self_attn = Sublayer(config, self_attention, "decoder", 3 * layer_index)
-        self.encoder_attn = Sublayer(config, cross_attention, "decoder", 3 * layer_index + 1)
-        self.ffn = Sublayer(
-            config, FeedForward(config, config.decoder_ffn_dim), "decoder", 3 * layer_index + 2
-        )
+        self.self_attn = self.encoder_attn = self.merged_attn = None
+        if config.decoder_attention == "merged":
+            self.merged_attn = Sublayer(config, MergedAttention(cross_attention), "decoder", first)
+        else:
+            self_attention = DeepNMTAttention(config, heads, is_causal=True, is_cross_attention=False)
+            self.self_attn = Sublayer(config, self_attention, "decoder", first)
+            self.encoder_attn = Sublayer(config, cross_attention, "decoder", first + 1)
+        ffn = FeedForward(config, config.decoder_ffn_dim)
+        self.ffn = Sublayer(config, ffn, "decoder", first + per_layer - 1)
         tag_layer_linears(self, "decoder", layer_index + 1)
 
     def sublayers(self) -> list[Sublayer]:
+        if self.merged_attn is not None:
+            return [self.merged_attn, self.ffn]
         return [self.self_attn, self.encoder_attn, self.ffn]
 
     def forward(
@@ -275,22 +299,33 @@ class DeepNMTDecoderLayer(GradientCheckpointingLayer):
         past_key_values: Cache | None = None,
         cache_index: int = 0,
         output_attentions: bool = False,
+        target_padding: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
-        hidden_states, self_weights = self.self_attn(
-            hidden_states,
-            attention_mask=self_attention_mask,
-            past_key_values=past_key_values,
-            cache_index=cache_index,
-            output_attentions=output_attentions,
-        )
-        hidden_states, cross_weights = self.encoder_attn(
-            hidden_states,
-            key_value_states=encoder_hidden_states,
-            attention_mask=encoder_attention_mask,
-            past_key_values=past_key_values,
-            cache_index=cache_index,
-            output_attentions=output_attentions,
-        )
+        cache = {"past_key_values": past_key_values, "cache_index": cache_index}
+        self_weights = None
+        if self.merged_attn is not None:
+            hidden_states, cross_weights = self.merged_attn(
+                hidden_states,
+                key_value_states=encoder_hidden_states,
+                attention_mask=encoder_attention_mask,
+                target_padding=target_padding,
+                output_attentions=output_attentions,
+                **cache,
+            )
+        else:
+            hidden_states, self_weights = self.self_attn(
+                hidden_states,
+                attention_mask=self_attention_mask,
+                output_attentions=output_attentions,
+                **cache,
+            )
+            hidden_states, cross_weights = self.encoder_attn(
+                hidden_states,
+                key_value_states=encoder_hidden_states,
+                attention_mask=encoder_attention_mask,
+                output_attentions=output_attentions,
+                **cache,
+            )
         hidden_states, _ = self.ffn(hidden_states)
         return hidden_states, self_weights, cross_weights
 
@@ -436,13 +471,15 @@ class DeepNMTDecoder(_Stack):
         past_length = past_key_values.get_seq_length() if past_key_values is not None else 0
         hidden_states = self.embed(input_ids, inputs_embeds, offset=past_length)
         dtype = hidden_states.dtype
-        self_mask = causal_mask(
-            hidden_states.shape[1],
-            past_length,
-            dtype,
-            hidden_states.device,
-            padding_mask(attention_mask, dtype),
-        )
+        self_mask = None
+        if self.config.decoder_attention == "self":
+            self_mask = causal_mask(
+                hidden_states.shape[1],
+                past_length,
+                dtype,
+                hidden_states.device,
+                padding_mask(attention_mask, dtype),
+            )
         cross_mask = padding_mask(encoder_attention_mask, dtype)
         all_hidden = [hidden_states] if output_hidden_states else None
         self_attentions = [] if output_attentions else None
@@ -456,6 +493,7 @@ class DeepNMTDecoder(_Stack):
                 past_key_values=past_key_values,
                 cache_index=index,
                 output_attentions=bool(output_attentions),
+                target_padding=attention_mask,
             )
             if all_hidden is not None:
                 all_hidden.append(hidden_states)
@@ -717,7 +755,19 @@ class DeepNormForConditionalGeneration(DeepNMTForConditionalGeneration):
     config_class = DeepNormConfig
 
 
+class DSInitMAttModel(DeepNMTModel):
+    config_class = DSInitMAttConfig
+
+
+class DSInitMAttForConditionalGeneration(DeepNMTForConditionalGeneration):
+    """DS-Init + merged-attention model: the core with `DSInitMAttConfig` defaults."""
+
+    config_class = DSInitMAttConfig
+
+
 __all__ = [
+    "DSInitMAttForConditionalGeneration",
+    "DSInitMAttModel",
     "AdminForConditionalGeneration",
     "AdminModel",
     "DeepNormForConditionalGeneration",

@@ -1,0 +1,67 @@
+"""Initialisation methods: xavier, DS-Init bounds per layer (sample statistics), DeepNorm β."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from factories import tiny_config
+
+from deep_nmt_hf import DeepNMTForConditionalGeneration
+
+
+def uniform_bound_estimate(weight: torch.Tensor) -> float:
+    """For U(-b, b): std = b / sqrt(3)."""
+    return weight.std().item() * math.sqrt(3)
+
+
+@pytest.mark.parametrize("alpha", [1.0, 0.5])
+def test_ds_init_bound_shrinks_with_layer_number(alpha: float) -> None:
+    torch.manual_seed(0)
+    config = tiny_config(
+        init_method="ds_init",
+        ds_init_alpha=alpha,
+        d_model=128,
+        encoder_ffn_dim=256,
+        decoder_ffn_dim=256,
+        encoder_layers=4,
+        decoder_layers=3,
+        encoder_attention_heads=4,
+        decoder_attention_heads=4,
+    )
+    model = DeepNMTForConditionalGeneration(config)
+    for side, stack in (("encoder", model.model.encoder), ("decoder", model.model.decoder)):
+        for index, layer in enumerate(stack.layers):
+            l = index + 1  # counted from 1 separately in encoder and decoder  # noqa: E741
+            for name, module in layer.named_modules():
+                if not isinstance(module, torch.nn.Linear):
+                    continue
+                fan_out, fan_in = module.weight.shape
+                bound = math.sqrt(6 / (fan_in + fan_out)) * alpha / math.sqrt(l)
+                assert module.weight.abs().max().item() <= bound + 1e-7, (side, l, name)
+                assert uniform_bound_estimate(module.weight) == pytest.approx(bound, rel=0.05), (
+                    side,
+                    l,
+                    name,
+                )
+                assert torch.all(module.bias == 0)
+    # outside the layers nothing changes: LayerNorms are (1, 0), the output projection is plain xavier
+    ln = model.model.encoder.layers[2].ffn.layer_norm
+    assert torch.all(ln.weight == 1) and torch.all(ln.bias == 0)
+
+
+def test_xavier_default_bounds_do_not_depend_on_depth() -> None:
+    torch.manual_seed(0)
+    model = DeepNMTForConditionalGeneration(tiny_config(d_model=128, encoder_ffn_dim=256, encoder_layers=4))
+    bounds = [uniform_bound_estimate(layer.ffn.fn.fc1.weight) for layer in model.model.encoder.layers]
+    assert bounds == pytest.approx([math.sqrt(6 / (128 + 256))] * 4, rel=0.05)
+
+
+def test_embeddings_are_normal_with_zero_pad_row() -> None:
+    torch.manual_seed(0)
+    config = tiny_config(d_model=64, vocab_size=4000, encoder_attention_heads=4)
+    model = DeepNMTForConditionalGeneration(config)
+    weight = model.get_input_embeddings().weight
+    assert torch.all(weight[config.pad_token_id] == 0)
+    assert weight.std().item() == pytest.approx(64**-0.5, rel=0.05)

@@ -1,0 +1,134 @@
+"""Merged attention (MAtt): the average equals an explicit cumulative mean, caches are exact, parameters match."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from factories import PAD, VOCAB, padded_batch, tiny_model
+from fresh_process import run_without_package
+from transformers import AutoModelForSeq2SeqLM
+
+from deep_nmt_hf import DSInitMAttConfig, DSInitMAttForConditionalGeneration
+from deep_nmt_hf.folding import NotFoldableError, fold_to_stock
+from deep_nmt_hf.merged_attention import MergedAttention, RunningAverageLayer, cumulative_average
+from deep_nmt_hf.residual import AdminOmega
+
+
+def test_cumulative_average_equals_explicit_mean_with_padding() -> None:
+    values = torch.randn(2, 5, 3)
+    padding = torch.tensor([[1, 1, 1, 1, 1], [0, 0, 1, 1, 1]])  # row 1 is left-padded
+    averages, total, count = cumulative_average(values, padding)
+    for row in range(2):
+        for t in range(5):
+            real = [k for k in range(t + 1) if padding[row, k]]
+            expected = values[row, real].mean(0) if real else torch.zeros(3)
+            torch.testing.assert_close(averages[row, t], expected)
+    torch.testing.assert_close(total[1], values[1, 2:].sum(0))
+    assert count.tolist() == [[5.0], [3.0]]
+
+
+def test_step_by_step_average_with_a_running_sum_equals_the_full_pass() -> None:
+    values = torch.randn(3, 6, 4)
+    full, _, _ = cumulative_average(values, None)
+    slot = RunningAverageLayer()
+    for t in range(6):
+        past = (slot.keys, slot.values) if slot.is_initialized else None
+        step, total, count = cumulative_average(values[:, t : t + 1], None, past)
+        slot.add(total, count, 1)
+        torch.testing.assert_close(step[:, 0], full[:, t])
+    assert slot.get_seq_length() == 6 and slot.keys.shape == (3, 4)  # O(1) state: one sum per sentence
+
+
+def test_matt_sublayer_is_saan_plus_cross_attention_with_shared_projections() -> None:
+    model = tiny_model(decoder_attention="merged")
+    matt = model.model.decoder.layers[0].merged_attn.fn
+    assert isinstance(matt, MergedAttention)
+    attention = matt.cross_attention
+    states, memory = torch.randn(2, 4, 32), torch.randn(2, 6, 32)
+    out, _ = matt(states, key_value_states=memory)
+    saan = attention.out_proj(cumulative_average(attention.v_proj(states), None)[0])  # eq. 16
+    cross = attention(states, key_value_states=memory)[0]
+    torch.testing.assert_close(
+        out, saan + cross - attention.out_proj.bias, atol=1e-6, rtol=1e-5
+    )  # W_o bias once
+
+
+def test_parameter_count_identity_at_the_paper_base_shape() -> None:
+    shape = dict(vocab_size=1000, encoder_layers=6, decoder_layers=6, max_position_embeddings=128)
+    with torch.device("meta"):
+        matt = DSInitMAttForConditionalGeneration(DSInitMAttConfig(**shape))
+        selfattn = DSInitMAttForConditionalGeneration(DSInitMAttConfig(**shape, decoder_attention="self"))
+    d = 512
+    count = lambda m: sum(p.numel() for p in m.parameters())  # noqa: E731
+    assert count(selfattn) - count(matt) == 6 * (4 * d * d + 4 * d + 2 * d)
+    assert len(matt.model.decoder.layers[0].sublayers()) == 2
+
+
+@pytest.mark.parametrize("norm", ["post", "pre"])
+@pytest.mark.parametrize("beams", [1, 4])
+def test_cached_generation_equals_uncached(norm: str, beams: int) -> None:
+    model = tiny_model(seed=3, decoder_attention="merged", layer_norm_position=norm)
+    ids, mask = padded_batch([8, 5, 2], seed=4)
+    kwargs = dict(input_ids=ids, attention_mask=mask, num_beams=beams, max_new_tokens=14)
+    assert torch.equal(model.generate(**kwargs, use_cache=True), model.generate(**kwargs, use_cache=False))
+
+
+def test_incremental_logits_equal_the_full_pass_and_the_cache_holds_running_sums() -> None:
+    from transformers.cache_utils import DynamicCache, EncoderDecoderCache
+
+    model = tiny_model(seed=5, decoder_attention="merged", decoder_layers=3)
+    ids, mask = padded_batch([6, 4])
+    target = torch.cat([torch.full((2, 1), PAD), torch.randint(2, VOCAB - 1, (2, 7))], dim=1)
+    full = model(input_ids=ids, attention_mask=mask, decoder_input_ids=target).logits
+    encoder_outputs = model.get_encoder()(input_ids=ids, attention_mask=mask)
+    cache = EncoderDecoderCache(DynamicCache(), DynamicCache())
+    steps = []
+    for t in range(target.shape[1]):
+        out = model(
+            encoder_outputs=encoder_outputs,
+            attention_mask=mask,
+            decoder_input_ids=target[:, t : t + 1],
+            past_key_values=cache,
+            use_cache=True,
+        )
+        steps.append(out.logits)
+    torch.testing.assert_close(torch.cat(steps, 1), full, atol=1e-5, rtol=1e-5)
+    slots = cache.self_attention_cache.layers
+    assert len(slots) == 3 and all(isinstance(s, RunningAverageLayer) for s in slots)
+    assert all(s.keys.shape == (2, 32) for s in slots) and cache.get_seq_length() == target.shape[1]
+
+
+def test_combines_with_admin_and_does_not_fold() -> None:
+    model = tiny_model(decoder_attention="merged", residual_scaling="admin")
+    decoder = model.model.decoder.sublayers()
+    assert len(decoder) == 4 and decoder[0].residual_scale is None
+    assert all(isinstance(s.residual_scale, AdminOmega) for s in decoder[1:])
+    with pytest.raises(NotFoldableError, match="decoder_attention='merged'"):
+        fold_to_stock(model)
+
+
+def test_trust_remote_code_load_of_a_matt_model(tmp_path) -> None:
+    model = DSInitMAttForConditionalGeneration(
+        DSInitMAttConfig.from_preset("tiny", vocab_size=VOCAB, max_position_embeddings=64)
+    ).eval()
+    model.save_pretrained(tmp_path / "model")
+    assert (
+        type(AutoModelForSeq2SeqLM.from_pretrained(tmp_path / "model")) is DSInitMAttForConditionalGeneration
+    )
+    ids, mask = padded_batch([5, 3])
+    torch.save({"input_ids": ids, "attention_mask": mask}, tmp_path / "batch.pt")
+    result = run_without_package(
+        """
+import json, torch
+from transformers import AutoModelForSeq2SeqLM
+model = AutoModelForSeq2SeqLM.from_pretrained("model", trust_remote_code=True).eval()
+out = model.generate(**torch.load("batch.pt"), num_beams=4, max_new_tokens=10)
+print(json.dumps({"class": type(model).__name__, "out": out.tolist()}))
+""",
+        tmp_path,
+    )
+    assert result["class"] == "DSInitMAttForConditionalGeneration"
+    assert (
+        result["out"]
+        == model.generate(input_ids=ids, attention_mask=mask, num_beams=4, max_new_tokens=10).tolist()
+    )
