@@ -7,7 +7,7 @@ marks the classes for auto-class export, so that `save_pretrained` writes `auto_
 
 from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM
 
-from .configuration_deep_nmt import AdminConfig, DeepNMTConfig, DeepNormConfig, DSInitMAttConfig
+from .configuration_deep_nmt import AdminConfig, DeepNMTConfig, DeepNormConfig, DLCLConfig, DSInitMAttConfig
 from .modeling_deep_nmt import (
     AdminForConditionalGeneration,
     AdminModel,
@@ -16,6 +16,8 @@ from .modeling_deep_nmt import (
     DeepNMTPreTrainedModel,
     DeepNormForConditionalGeneration,
     DeepNormModel,
+    DLCLForConditionalGeneration,
+    DLCLModel,
     DSInitMAttForConditionalGeneration,
     DSInitMAttModel,
 )
@@ -28,6 +30,7 @@ MODEL_TYPES: list[tuple[type, type, type]] = [
     (AdminConfig, AdminModel, AdminForConditionalGeneration),
     (DeepNormConfig, DeepNormModel, DeepNormForConditionalGeneration),
     (DSInitMAttConfig, DSInitMAttModel, DSInitMAttForConditionalGeneration),
+    (DLCLConfig, DLCLModel, DLCLForConditionalGeneration),
 ]
 
 # short names for `deep-nmt train --variant NAME` → config class
@@ -36,6 +39,7 @@ VARIANTS: dict[str, type] = {
     "admin": AdminConfig,
     "deepnorm": DeepNormConfig,
     "dsinit_matt": DSInitMAttConfig,
+    "dlcl": DLCLConfig,
 }
 
 
@@ -60,6 +64,9 @@ __all__ = [
     "DeepNormConfig",
     "DeepNormForConditionalGeneration",
     "DeepNormModel",
+    "DLCLConfig",
+    "DLCLForConditionalGeneration",
+    "DLCLModel",
     "DSInitMAttConfig",
     "DSInitMAttForConditionalGeneration",
     "DSInitMAttModel",

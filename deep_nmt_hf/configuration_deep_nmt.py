@@ -22,8 +22,9 @@ CHOICES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "admin_omega": (("trainable", "fixed"), ()),
     "admin_init": (("profile", "analytic"), ()),
     "decoder_attention": (("self", "merged"), ()),
-    "encoder_layer_aggregation": (("residual",), ("dlcl",)),
-    "decoder_layer_aggregation": (("residual",), ("dlcl",)),
+    "encoder_layer_aggregation": (("residual", "dlcl"), ()),
+    "decoder_layer_aggregation": (("residual", "dlcl"), ()),
+    "dlcl_init": (("avg", "one"), ()),
 }
 
 
@@ -51,7 +52,9 @@ class DeepNMTConfig(PretrainedConfig):
         init_method: `"xavier"`, `"ds_init"` (depth-scaled, `ds_init_alpha`) or `"deepnorm"` (β-scaled xavier).
         decoder_attention: `"self"` (3 sublayers per decoder layer) or `"merged"` (MAtt: simplified average
             attention merged with the cross-attention, 2 sublayers; dsinit-merged-attention eq. 16-17).
-        encoder_layer_aggregation / decoder_layer_aggregation: `"residual"` (DLCL comes with its issue).
+        encoder_layer_aggregation / decoder_layer_aggregation: `"residual"` or `"dlcl"` (each layer reads a
+            learned combination of all earlier layer outputs; prenorm-dlcl eqs. 8-9), with `dlcl_init`
+            (`"avg"` | `"one"`) and `dlcl_window` (-1 = all earlier layers, w = the last w).
 
     Special tokens follow the Marian layout (eos 0, unk 1, pad last, the decoder starts from pad), so that
     `pad_token_id` and `decoder_start_token_id` default to `vocab_size - 1`.
@@ -97,6 +100,8 @@ class DeepNMTConfig(PretrainedConfig):
         decoder_attention: str = "self",
         encoder_layer_aggregation: str = "residual",
         decoder_layer_aggregation: str = "residual",
+        dlcl_init: str = "avg",
+        dlcl_window: int = -1,
         pad_token_id: int | None = None,
         eos_token_id: int | None = 0,
         bos_token_id: int | None = None,
@@ -135,6 +140,8 @@ class DeepNMTConfig(PretrainedConfig):
         self.decoder_attention = decoder_attention
         self.encoder_layer_aggregation = encoder_layer_aggregation
         self.decoder_layer_aggregation = decoder_layer_aggregation
+        self.dlcl_init = dlcl_init
+        self.dlcl_window = dlcl_window
         if isinstance(vocab_size, int) and pad_token_id is None:
             pad_token_id = vocab_size - 1
         self.pad_token_id = pad_token_id
@@ -201,6 +208,11 @@ class DeepNMTConfig(PretrainedConfig):
         alpha = self.ds_init_alpha
         if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0.0 < alpha <= 1.0:
             raise ValueError(f"ds_init_alpha={alpha!r} is not allowed: it must lie in (0, 1]")
+        window = self.dlcl_window
+        if isinstance(window, bool) or not isinstance(window, int) or not (window == -1 or window >= 1):
+            raise ValueError(
+                f"dlcl_window={window!r} is not allowed: use -1 (all earlier layers) or a width ≥ 1"
+            )
         if not isinstance(self.admin_profiled, bool):
             raise ValueError(f"admin_profiled={self.admin_profiled!r} must be true or false")
         for name in (
@@ -307,6 +319,25 @@ class DSInitMAttConfig(VariantConfig):
         super().__init__(**kwargs)
 
 
+class DLCLConfig(VariantConfig):
+    """Pre-norm + DLCL (prenorm-dlcl): each layer reads a learned combination of all earlier layer outputs.
+
+    Defaults: the paper's 30-layer encoder and 6-layer decoder at Transformer-base width, DLCL on both sides."""
+
+    model_type = "deep_nmt_dlcl"
+    DEFAULTS = {"layer_norm_position": "pre", "encoder_layer_aggregation": "dlcl"}
+    DEFAULTS |= {"decoder_layer_aggregation": "dlcl", "encoder_layers": 30, "decoder_layers": 6, **BASE_WIDTH}
+    PRESETS = {
+        "30L-6L": {"encoder_layers": 30, "decoder_layers": 6},
+        "25L-6L": {"encoder_layers": 25, "decoder_layers": 6},
+        "6L-6L": {"encoder_layers": 6, "decoder_layers": 6},
+        "tiny": {"encoder_layers": 12, "decoder_layers": 2, **TINY},
+    }
+
+    def __init__(self, **kwargs: Any) -> None:  # each config class needs its own __init__ (see VariantConfig)
+        super().__init__(**kwargs)
+
+
 def _require_positive_int(name: str, value: Any) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
         raise ValueError(f"{name}={value!r} is not allowed: it must be a positive integer")
@@ -324,4 +355,12 @@ def check_choice(field: str, value: Any, implemented: tuple[str, ...], planned: 
     raise ValueError(f"{field}={value!r} is not a valid choice; allowed: {allowed}")
 
 
-__all__ = ["CHOICES", "AdminConfig", "DSInitMAttConfig", "DeepNMTConfig", "DeepNormConfig", "VariantConfig", "check_choice"]
+__all__ = [
+    "CHOICES",
+    "AdminConfig",
+    "DSInitMAttConfig",
+    "DeepNMTConfig",
+    "DeepNormConfig",
+    "VariantConfig",
+    "check_choice",
+]

@@ -22,13 +22,14 @@ from typing import Any
 import torch
 from torch import nn
 from transformers import GenerationConfig, GenerationMixin, PreTrainedModel
+from transformers import initialization as init
 from transformers.activations import ACT2FN
 from transformers.cache_utils import Cache, DynamicCache, EncoderDecoderCache
 from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.modeling_outputs import BaseModelOutput, Seq2SeqLMOutput, Seq2SeqModelOutput
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
-from .configuration_deep_nmt import AdminConfig, DeepNMTConfig, DeepNormConfig, DSInitMAttConfig
+from .configuration_deep_nmt import AdminConfig, DeepNMTConfig, DeepNormConfig, DLCLConfig, DSInitMAttConfig
 from .initialization import (
     init_admin_omega,
     init_depth_aware_linear,
@@ -36,6 +37,7 @@ from .initialization import (
     init_layer_norm,
     tag_layer_linears,
 )
+from .layer_aggregation import LayerAggregation
 from .merged_attention import MergedAttention
 from .residual import AdminOmega, build_residual_scale, sublayers_per_layer
 
@@ -363,9 +365,10 @@ def causal_mask(
 class _Stack(nn.Module):
     """Shared parts of the encoder and decoder stacks: embeddings and the optional final LayerNorm."""
 
-    def __init__(self, config: DeepNMTConfig, shared: nn.Embedding) -> None:
+    def __init__(self, config: DeepNMTConfig, shared: nn.Embedding, side: str) -> None:
         super().__init__()
         self.config = config
+        self.side = side
         self._shared = [shared]  # owned (and saved) by DeepNMTModel.shared; not registered twice
         self.embed_scale = math.sqrt(config.d_model) if config.scale_embedding else 1.0
         self.embed_positions = SinusoidalPositions(config.max_position_embeddings, config.d_model)
@@ -376,6 +379,30 @@ class _Stack(nn.Module):
             else None
         )
         self.gradient_checkpointing = False
+        self.aggregation = None
+        if getattr(config, f"{side}_layer_aggregation") == "dlcl":
+            self.aggregation = LayerAggregation(
+                getattr(config, f"{side}_layers"),
+                config.d_model,
+                pre_norm=config.layer_norm_position == "pre",
+                init=config.dlcl_init,
+                window=config.dlcl_window,
+                eps=config.layer_norm_eps,
+            )
+
+    def begin_layers(self, embedded: torch.Tensor) -> tuple[torch.Tensor, list[torch.Tensor] | None]:
+        """The input of the first layer and the DLCL history (None for plain residual stacks)."""
+        if self.aggregation is None:
+            return embedded, None
+        history = [self.aggregation.store(embedded, 0)]
+        return self.aggregation.combine(history), history
+
+    def next_input(self, output: torch.Tensor, history: list[torch.Tensor] | None) -> torch.Tensor:
+        """The input of the next layer (or, after the last, the stack output before the final LayerNorm)."""
+        if history is None:
+            return output
+        history.append(self.aggregation.store(output, len(history)))
+        return self.aggregation.combine(history)
 
     @property
     def embed_tokens(self) -> nn.Embedding:
@@ -408,7 +435,7 @@ class DeepNMTEncoder(_Stack):
     """The encoder stack."""
 
     def __init__(self, config: DeepNMTConfig, shared: nn.Embedding) -> None:
-        super().__init__(config, shared)
+        super().__init__(config, shared, "encoder")
         self.layers = nn.ModuleList(DeepNMTEncoderLayer(config, i) for i in range(config.encoder_layers))
 
     def forward(
@@ -425,10 +452,12 @@ class DeepNMTEncoder(_Stack):
         mask = padding_mask(attention_mask, hidden_states.dtype)
         all_hidden = [hidden_states] if output_hidden_states else None
         all_attentions = [] if output_attentions else None
+        hidden_states, history = self.begin_layers(hidden_states)
         for layer in self.layers:
-            hidden_states, weights = layer(hidden_states, mask, output_attentions=bool(output_attentions))
+            output, weights = layer(hidden_states, mask, output_attentions=bool(output_attentions))
+            hidden_states = self.next_input(output, history)
             if all_hidden is not None:
-                all_hidden.append(hidden_states)
+                all_hidden.append(output)
             if all_attentions is not None:
                 all_attentions.append(weights)
         hidden_states = self.finish(hidden_states)
@@ -446,7 +475,7 @@ class DeepNMTDecoder(_Stack):
     """The decoder stack; with a cache it runs incrementally (one cache entry per layer application)."""
 
     def __init__(self, config: DeepNMTConfig, shared: nn.Embedding) -> None:
-        super().__init__(config, shared)
+        super().__init__(config, shared, "decoder")
         self.layers = nn.ModuleList(DeepNMTDecoderLayer(config, i) for i in range(config.decoder_layers))
 
     def forward(
@@ -484,8 +513,9 @@ class DeepNMTDecoder(_Stack):
         all_hidden = [hidden_states] if output_hidden_states else None
         self_attentions = [] if output_attentions else None
         cross_attentions = [] if output_attentions else None
+        hidden_states, history = self.begin_layers(hidden_states)
         for index, layer in enumerate(self.layers):
-            hidden_states, self_weights, cross_weights = layer(
+            output, self_weights, cross_weights = layer(
                 hidden_states,
                 self_mask,
                 encoder_hidden_states,
@@ -495,8 +525,9 @@ class DeepNMTDecoder(_Stack):
                 output_attentions=bool(output_attentions),
                 target_padding=attention_mask,
             )
+            hidden_states = self.next_input(output, history)
             if all_hidden is not None:
-                all_hidden.append(hidden_states)
+                all_hidden.append(output)
             if self_attentions is not None:
                 self_attentions.append(self_weights)
                 cross_attentions.append(cross_weights)
@@ -534,6 +565,9 @@ class DeepNMTPreTrainedModel(PreTrainedModel):
             module.weight.copy_(sinusoidal_table(module.num_positions, self.config.d_model))
         elif isinstance(module, AdminOmega):
             init_admin_omega(module, self.config)
+        elif isinstance(module, LayerAggregation):
+            module.reset_mask()
+            init.copy_(module.weight, module.initial_weight())
 
     @property
     def dummy_inputs(self) -> dict[str, torch.Tensor]:
@@ -765,7 +799,19 @@ class DSInitMAttForConditionalGeneration(DeepNMTForConditionalGeneration):
     config_class = DSInitMAttConfig
 
 
+class DLCLModel(DeepNMTModel):
+    config_class = DLCLConfig
+
+
+class DLCLForConditionalGeneration(DeepNMTForConditionalGeneration):
+    """Pre-norm + DLCL model: the core with `DLCLConfig` defaults."""
+
+    config_class = DLCLConfig
+
+
 __all__ = [
+    "DLCLForConditionalGeneration",
+    "DLCLModel",
     "DSInitMAttForConditionalGeneration",
     "DSInitMAttModel",
     "AdminForConditionalGeneration",

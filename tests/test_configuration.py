@@ -38,7 +38,10 @@ BAD_VALUES: list[tuple[dict[str, Any], str]] = [
     ({"bos_token_id": 99}, "bos_token_id=99"),
     ({"unk_token_id": 48}, "unk_token_id=48"),
     ({"decoder_start_token_id": 1000}, "decoder_start_token_id=1000"),
-    ({"residual_scaling": "admin", "layer_norm_position": "pre"}, "residual_scaling='admin' needs layer_norm_position"),
+    (
+        {"residual_scaling": "admin", "layer_norm_position": "pre"},
+        "residual_scaling='admin' needs layer_norm_position",
+    ),
     ({"residual_scaling": "deepnorm", "layer_norm_position": "pre"}, "residual_scaling='deepnorm' needs"),
     ({"init_method": "deepnorm"}, "init_method='deepnorm' goes with residual_scaling='deepnorm'"),
     ({"ds_init_alpha": 0.0}, r"ds_init_alpha=0.0 .*\(0, 1\]"),
@@ -56,7 +59,9 @@ def test_bad_values_raise_value_error_naming_the_field(fields: dict[str, Any], m
 
 
 # values that are only valid together with another field
-COMPANIONS: dict[tuple[str, str], dict[str, Any]] = {("init_method", "deepnorm"): {"residual_scaling": "deepnorm"}}
+COMPANIONS: dict[tuple[str, str], dict[str, Any]] = {
+    ("init_method", "deepnorm"): {"residual_scaling": "deepnorm"}
+}
 
 
 @pytest.mark.parametrize("field", sorted(CHOICES))
