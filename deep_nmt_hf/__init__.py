@@ -7,7 +7,14 @@ marks the classes for auto-class export, so that `save_pretrained` writes `auto_
 
 from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM
 
-from .configuration_deep_nmt import AdminConfig, DeepNMTConfig, DeepNormConfig, DLCLConfig, DSInitMAttConfig
+from .configuration_deep_nmt import (
+    AdminConfig,
+    DeepNMTConfig,
+    DeepNormConfig,
+    DLCLConfig,
+    DSInitMAttConfig,
+    SharedLayersConfig,
+)
 from .modeling_deep_nmt import (
     AdminForConditionalGeneration,
     AdminModel,
@@ -20,6 +27,8 @@ from .modeling_deep_nmt import (
     DLCLModel,
     DSInitMAttForConditionalGeneration,
     DSInitMAttModel,
+    SharedLayersForConditionalGeneration,
+    SharedLayersModel,
 )
 
 __version__ = "0.1.0"
@@ -31,6 +40,7 @@ MODEL_TYPES: list[tuple[type, type, type]] = [
     (DeepNormConfig, DeepNormModel, DeepNormForConditionalGeneration),
     (DSInitMAttConfig, DSInitMAttModel, DSInitMAttForConditionalGeneration),
     (DLCLConfig, DLCLModel, DLCLForConditionalGeneration),
+    (SharedLayersConfig, SharedLayersModel, SharedLayersForConditionalGeneration),
 ]
 
 # short names for `deep-nmt train --variant NAME` → config class
@@ -40,6 +50,7 @@ VARIANTS: dict[str, type] = {
     "deepnorm": DeepNormConfig,
     "dsinit_matt": DSInitMAttConfig,
     "dlcl": DLCLConfig,
+    "shared_layers": SharedLayersConfig,
 }
 
 
@@ -70,6 +81,9 @@ __all__ = [
     "DSInitMAttConfig",
     "DSInitMAttForConditionalGeneration",
     "DSInitMAttModel",
+    "SharedLayersConfig",
+    "SharedLayersForConditionalGeneration",
+    "SharedLayersModel",
     "DeepNMTConfig",
     "DeepNMTForConditionalGeneration",
     "DeepNMTModel",

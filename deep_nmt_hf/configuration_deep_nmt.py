@@ -25,6 +25,8 @@ CHOICES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "encoder_layer_aggregation": (("residual", "dlcl"), ()),
     "decoder_layer_aggregation": (("residual", "dlcl"), ()),
     "dlcl_init": (("avg", "one"), ()),
+    "encoder_layer_order": (("cycle", "zigzag"), ()),
+    "decoder_layer_order": (("cycle", "zigzag"), ()),
 }
 
 
@@ -55,6 +57,10 @@ class DeepNMTConfig(PretrainedConfig):
         encoder_layer_aggregation / decoder_layer_aggregation: `"residual"` or `"dlcl"` (each layer reads a
             learned combination of all earlier layer outputs; prenorm-dlcl eqs. 8-9), with `dlcl_init`
             (`"avg"` | `"one"`) and `dlcl_window` (-1 = all earlier layers, w = the last w).
+        encoder_/decoder_layer_repeats, _layer_order, _reinject_input, _share_layers: recurrent shared layers
+            (recurrent-shared-layers): the side owns `{side}_layers` unique layers and walks them T times in the
+            order `"cycle"` or `"zigzag"` (closed parameter chain), re-injecting the embedded input at every repeat
+            when asked (eq. 7). `encoder_depth` / `decoder_depth` give the derived number of applications.
 
     Special tokens follow the Marian layout (eos 0, unk 1, pad last, the decoder starts from pad), so that
     `pad_token_id` and `decoder_start_token_id` default to `vocab_size - 1`.
@@ -102,6 +108,14 @@ class DeepNMTConfig(PretrainedConfig):
         decoder_layer_aggregation: str = "residual",
         dlcl_init: str = "avg",
         dlcl_window: int = -1,
+        encoder_layer_repeats: int = 1,
+        decoder_layer_repeats: int = 1,
+        encoder_layer_order: str = "cycle",
+        decoder_layer_order: str = "cycle",
+        encoder_reinject_input: bool = False,
+        decoder_reinject_input: bool = False,
+        encoder_share_layers: bool = True,
+        decoder_share_layers: bool = True,
         pad_token_id: int | None = None,
         eos_token_id: int | None = 0,
         bos_token_id: int | None = None,
@@ -142,6 +156,14 @@ class DeepNMTConfig(PretrainedConfig):
         self.decoder_layer_aggregation = decoder_layer_aggregation
         self.dlcl_init = dlcl_init
         self.dlcl_window = dlcl_window
+        self.encoder_layer_repeats = encoder_layer_repeats
+        self.decoder_layer_repeats = decoder_layer_repeats
+        self.encoder_layer_order = encoder_layer_order
+        self.decoder_layer_order = decoder_layer_order
+        self.encoder_reinject_input = encoder_reinject_input
+        self.decoder_reinject_input = decoder_reinject_input
+        self.encoder_share_layers = encoder_share_layers
+        self.decoder_share_layers = decoder_share_layers
         if isinstance(vocab_size, int) and pad_token_id is None:
             pad_token_id = vocab_size - 1
         self.pad_token_id = pad_token_id
@@ -154,6 +176,16 @@ class DeepNMTConfig(PretrainedConfig):
         self.tie_word_embeddings = tie_word_embeddings
         self.use_cache = use_cache
         self.check()
+
+    @property
+    def encoder_depth(self) -> int:
+        """Encoder layer applications (= encoder_layers unless layers are shared and repeated)."""
+        return _depth(self.encoder_layers, self.encoder_layer_repeats, self.encoder_layer_order)
+
+    @property
+    def decoder_depth(self) -> int:
+        """Decoder layer applications; one cache entry each during generation."""
+        return _depth(self.decoder_layers, self.decoder_layer_repeats, self.decoder_layer_order)
 
     # ------------------------------------------------------------------------------------------------ validation
     def check(self) -> None:
@@ -213,6 +245,24 @@ class DeepNMTConfig(PretrainedConfig):
             raise ValueError(
                 f"dlcl_window={window!r} is not allowed: use -1 (all earlier layers) or a width ≥ 1"
             )
+        for side in ("encoder", "decoder"):
+            repeats = getattr(self, f"{side}_layer_repeats")
+            _require_positive_int(f"{side}_layer_repeats", repeats)
+            for flag in (f"{side}_reinject_input", f"{side}_share_layers"):
+                if not isinstance(getattr(self, flag), bool):
+                    raise ValueError(f"{flag}={getattr(self, flag)!r} must be true or false")
+            if getattr(self, f"{side}_layer_order") == "zigzag" and getattr(self, f"{side}_layers") < 2:
+                raise ValueError(
+                    f"{side}_layer_order='zigzag' needs {side}_layers ≥ 2 (a chain to walk up and down); "
+                    "use 'cycle' for a single shared layer"
+                )
+            shared = repeats > 1 and getattr(self, f"{side}_share_layers")
+            if shared and self.residual_scaling == "admin":
+                raise ValueError(
+                    f"residual_scaling='admin' with shared {side} layers ({side}_layer_repeats={repeats}) would share "
+                    "one ω between all applications of a layer; unroll the model first (layer_sharing.unroll) "
+                    "or use pre-LN / DeepNorm"
+                )
         if not isinstance(self.admin_profiled, bool):
             raise ValueError(f"admin_profiled={self.admin_profiled!r} must be true or false")
         for name in (
@@ -336,6 +386,34 @@ class DLCLConfig(VariantConfig):
 
     def __init__(self, **kwargs: Any) -> None:  # each config class needs its own __init__ (see VariantConfig)
         super().__init__(**kwargs)
+
+
+class SharedLayersConfig(VariantConfig):
+    """Recurrent shared layers (recurrent-shared-layers): few unique pre-LN layers looped in depth, the embedded
+    input re-injected at every loop (eq. 7). Defaults from the paper's setup (sec. 5.1.2): 8 encoder / 4 decoder
+    unique layers, 5 encoder / 2 decoder loops, Transformer-base width. Table 1 rows are presets (their decoder
+    loops are not stated; we keep the setup's 2)."""
+
+    model_type = "deep_nmt_shared_layers"
+    DEFAULTS = {"layer_norm_position": "pre", "encoder_layers": 8, "decoder_layers": 4}
+    DEFAULTS |= {"encoder_layer_repeats": 5, "decoder_layer_repeats": 2, **BASE_WIDTH}
+    DEFAULTS |= {"encoder_reinject_input": True, "decoder_reinject_input": True}
+    PRESETS = {
+        "setup": {},
+        "stack-T4-enc8-dec4": {"encoder_layer_repeats": 4},
+        "stack-T4-enc20-dec4": {"encoder_layer_repeats": 4, "encoder_layers": 20},
+        "chain-T5-enc8-dec4": {"encoder_layer_order": "zigzag", "decoder_layer_order": "zigzag"},
+        "tiny": {"encoder_layers": 3, "decoder_layers": 2, "encoder_layer_repeats": 3, **TINY},
+    }
+
+    def __init__(self, **kwargs: Any) -> None:  # each config class needs its own __init__ (see VariantConfig)
+        super().__init__(**kwargs)
+
+
+def _depth(layers: int, repeats: int, order: str) -> int:
+    if order == "zigzag":
+        return layers + (repeats - 1) * (layers - 1)
+    return layers * repeats
 
 
 def _require_positive_int(name: str, value: Any) -> None:

@@ -69,10 +69,25 @@ def check_foldable(config) -> None:
         aggregation = getattr(config, f"{side}_layer_aggregation", "residual")
         if aggregation != "residual":
             problems.append(f"{side}_layer_aggregation={aggregation!r} (DLCL has no stock equivalent)")
+    for side in ("encoder", "decoder"):
+        if (
+            getattr(config, f"{side}_reinject_input", False)
+            and getattr(config, f"{side}_layer_repeats", 1) > 1
+        ):
+            problems.append(
+                f"{side}_reinject_input=True (re-injecting the input between loops has no stock equivalent)"
+            )
     if config.layer_norm_eps != STOCK_LAYER_NORM_EPS:
         problems.append(f"layer_norm_eps={config.layer_norm_eps} (stock classes use {STOCK_LAYER_NORM_EPS})")
     if problems:
         raise NotFoldableError("cannot fold into a stock Transformers class: " + "; ".join(problems))
+
+
+def _is_shared(config) -> bool:
+    return any(
+        getattr(config, f"{side}_layer_repeats", 1) > 1 and getattr(config, f"{side}_share_layers", True)
+        for side in ("encoder", "decoder")
+    )
 
 
 def stock_config(config) -> MarianConfig | PegasusConfig:
@@ -80,8 +95,8 @@ def stock_config(config) -> MarianConfig | PegasusConfig:
     common = dict(
         vocab_size=config.vocab_size,
         d_model=config.d_model,
-        encoder_layers=config.encoder_layers,
-        decoder_layers=config.decoder_layers,
+        encoder_layers=config.encoder_depth,
+        decoder_layers=config.decoder_depth,
         encoder_attention_heads=config.encoder_attention_heads,
         decoder_attention_heads=config.decoder_attention_heads,
         encoder_ffn_dim=config.encoder_ffn_dim,
@@ -229,6 +244,11 @@ def fold_to_stock(
     check report. Raises NotFoldableError for unfoldable features and FoldCheckError if the check fails."""
     config = model.config
     check_foldable(config)
+    if _is_shared(config):
+        from .layer_sharing import unroll
+
+        model = unroll(model)
+        config = model.config
     folded = fold_residual_scales(model)
     stock_cls = PegasusForConditionalGeneration if config.layer_norm_position == "pre" else MarianMTModel
     stock = stock_cls(stock_config(config)).eval()

@@ -24,12 +24,19 @@ from torch import nn
 from transformers import GenerationConfig, GenerationMixin, PreTrainedModel
 from transformers import initialization as init
 from transformers.activations import ACT2FN
-from transformers.cache_utils import Cache, DynamicCache, EncoderDecoderCache
+from transformers.cache_utils import Cache, DynamicCache, DynamicLayer, EncoderDecoderCache
 from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.modeling_outputs import BaseModelOutput, Seq2SeqLMOutput, Seq2SeqModelOutput
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
-from .configuration_deep_nmt import AdminConfig, DeepNMTConfig, DeepNormConfig, DLCLConfig, DSInitMAttConfig
+from .configuration_deep_nmt import (
+    AdminConfig,
+    DeepNMTConfig,
+    DeepNormConfig,
+    DLCLConfig,
+    DSInitMAttConfig,
+    SharedLayersConfig,
+)
 from .initialization import (
     init_admin_omega,
     init_depth_aware_linear,
@@ -38,6 +45,7 @@ from .initialization import (
     tag_layer_linears,
 )
 from .layer_aggregation import LayerAggregation
+from .layer_sharing import stack_plan
 from .merged_attention import MergedAttention
 from .residual import AdminOmega, build_residual_scale, sublayers_per_layer
 
@@ -332,6 +340,17 @@ class DeepNMTDecoderLayer(GradientCheckpointingLayer):
         return hidden_states, self_weights, cross_weights
 
 
+def ensure_cache_slots(past_key_values: Cache, count: int) -> None:
+    """Give the cache one slot per layer *application* (shared layers run several times; `generate` sizes its
+    cache by `decoder_layers`, the number of layers that own weights)."""
+    caches = [past_key_values]
+    if isinstance(past_key_values, EncoderDecoderCache):
+        caches = [past_key_values.self_attention_cache, past_key_values.cross_attention_cache]
+    for cache in caches:
+        while len(cache.layers) < count:
+            cache.layers.append(DynamicLayer())
+
+
 def padding_mask(attention_mask: torch.Tensor | None, dtype: torch.dtype) -> torch.Tensor | None:
     """(batch, keys) 1/0 mask → additive (batch, 1, 1, keys) mask; None when nothing is masked."""
     if attention_mask is None:
@@ -379,10 +398,11 @@ class _Stack(nn.Module):
             else None
         )
         self.gradient_checkpointing = False
+        self.num_owned, self.schedule, self.reinject_at = stack_plan(config, side)
         self.aggregation = None
         if getattr(config, f"{side}_layer_aggregation") == "dlcl":
             self.aggregation = LayerAggregation(
-                getattr(config, f"{side}_layers"),
+                len(self.schedule),
                 config.d_model,
                 pre_norm=config.layer_norm_position == "pre",
                 init=config.dlcl_init,
@@ -436,7 +456,7 @@ class DeepNMTEncoder(_Stack):
 
     def __init__(self, config: DeepNMTConfig, shared: nn.Embedding) -> None:
         super().__init__(config, shared, "encoder")
-        self.layers = nn.ModuleList(DeepNMTEncoderLayer(config, i) for i in range(config.encoder_layers))
+        self.layers = nn.ModuleList(DeepNMTEncoderLayer(config, i) for i in range(self.num_owned))
 
     def forward(
         self,
@@ -452,9 +472,14 @@ class DeepNMTEncoder(_Stack):
         mask = padding_mask(attention_mask, hidden_states.dtype)
         all_hidden = [hidden_states] if output_hidden_states else None
         all_attentions = [] if output_attentions else None
+        embedded = hidden_states
         hidden_states, history = self.begin_layers(hidden_states)
-        for layer in self.layers:
-            output, weights = layer(hidden_states, mask, output_attentions=bool(output_attentions))
+        for application, owned in enumerate(self.schedule):
+            if application in self.reinject_at:
+                hidden_states = hidden_states + embedded  # eq. 7: B_t = B_{t-1}^out + x
+            output, weights = self.layers[owned](
+                hidden_states, mask, output_attentions=bool(output_attentions)
+            )
             hidden_states = self.next_input(output, history)
             if all_hidden is not None:
                 all_hidden.append(output)
@@ -476,7 +501,7 @@ class DeepNMTDecoder(_Stack):
 
     def __init__(self, config: DeepNMTConfig, shared: nn.Embedding) -> None:
         super().__init__(config, shared, "decoder")
-        self.layers = nn.ModuleList(DeepNMTDecoderLayer(config, i) for i in range(config.decoder_layers))
+        self.layers = nn.ModuleList(DeepNMTDecoderLayer(config, i) for i in range(self.num_owned))
 
     def forward(
         self,
@@ -497,6 +522,8 @@ class DeepNMTDecoder(_Stack):
             past_key_values = EncoderDecoderCache(DynamicCache(), DynamicCache())
         if not use_cache:
             past_key_values = None
+        if past_key_values is not None:
+            ensure_cache_slots(past_key_values, len(self.schedule))
         past_length = past_key_values.get_seq_length() if past_key_values is not None else 0
         hidden_states = self.embed(input_ids, inputs_embeds, offset=past_length)
         dtype = hidden_states.dtype
@@ -513,15 +540,18 @@ class DeepNMTDecoder(_Stack):
         all_hidden = [hidden_states] if output_hidden_states else None
         self_attentions = [] if output_attentions else None
         cross_attentions = [] if output_attentions else None
+        embedded = hidden_states
         hidden_states, history = self.begin_layers(hidden_states)
-        for index, layer in enumerate(self.layers):
-            output, self_weights, cross_weights = layer(
+        for application, owned in enumerate(self.schedule):
+            if application in self.reinject_at:
+                hidden_states = hidden_states + embedded  # eq. 7: B_t = B_{t-1}^out + x
+            output, self_weights, cross_weights = self.layers[owned](
                 hidden_states,
                 self_mask,
                 encoder_hidden_states,
                 cross_mask,
                 past_key_values=past_key_values,
-                cache_index=index,
+                cache_index=application,
                 output_attentions=bool(output_attentions),
                 target_padding=attention_mask,
             )
@@ -809,7 +839,19 @@ class DLCLForConditionalGeneration(DeepNMTForConditionalGeneration):
     config_class = DLCLConfig
 
 
+class SharedLayersModel(DeepNMTModel):
+    config_class = SharedLayersConfig
+
+
+class SharedLayersForConditionalGeneration(DeepNMTForConditionalGeneration):
+    """Recurrent shared-layer model: the core with `SharedLayersConfig` defaults."""
+
+    config_class = SharedLayersConfig
+
+
 __all__ = [
+    "SharedLayersForConditionalGeneration",
+    "SharedLayersModel",
     "DLCLForConditionalGeneration",
     "DLCLModel",
     "DSInitMAttForConditionalGeneration",
