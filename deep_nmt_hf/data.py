@@ -1,0 +1,552 @@
+"""Parallel text -> `datasets.Dataset` with one column ``translation``: ``{src_lang: str, tgt_lang: str}``.
+
+That is the row shape of the official Transformers `run_translation.py`. Sources:
+
+1. a directory of ``{split}.{lang}`` or ``{split}.{lang}.gz`` files (line-aligned, UTF-8, one sentence a line);
+   having both ``{split}.{lang}`` and ``{split}.{lang}.gz`` is an error (ambiguous);
+2. a JSON-lines file, each line ``{"translation": {"en": "...", "de": "..."}}`` (also ``{split}.jsonl`` or
+   ``{split}.json`` inside a directory);
+3. a `datasets` Hub dataset (needs the network).
+
+Lines are decoded as strict UTF-8 one at a time (exact line numbers in errors; files are streamed, never read
+whole) and stripped of the newline / CR and surrounding whitespace.
+
+Empty-line policy: a pair where either side is empty or whitespace-only after stripping is dropped (in a JSONL
+file a blank line counts as such a pair). The number dropped is logged at warning level, naming the file(s) and
+the first dropped line (row, for Hub datasets), and the counts are filled into a `ReadReport` when the caller
+passes one (``report=ReadReport()``). A source where every pair is dropped is an error.
+
+Every problem with the data raises `DataError` (a ValueError) naming the file, the line where relevant, and
+what was expected. Writers (`write_jsonl`, `write_parallel_dir`) write to temporary files in the destination
+directory and `os.replace` them into place, so a failed write leaves neither a destination nor a temp file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import json
+import logging
+import os
+import tempfile
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from itertools import zip_longest
+from pathlib import Path
+from typing import IO, Any
+
+import datasets
+
+logger = logging.getLogger(__name__)
+
+__all__ = [
+    "DataError",
+    "ReadReport",
+    "available_splits",
+    "load_hub_dataset",
+    "load_parallel",
+    "read_jsonl",
+    "read_parallel_dir",
+    "write_jsonl",
+    "write_parallel_dir",
+]
+
+_JSONL_SUFFIXES = (".jsonl", ".json", ".jsonl.gz", ".json.gz")
+
+
+class DataError(ValueError):
+    """Bad or missing parallel data; the message names the file (and line) and what was expected."""
+
+
+@dataclass
+class ReadReport:
+    """Counts filled in by the readers (pass one in to get them back).
+
+    Attributes:
+        sources: files (or the Hub dataset name) that were read.
+        total: pairs seen (line pairs, JSONL lines or Hub rows).
+        kept: pairs in the returned dataset.
+        dropped: pairs dropped by the empty-line policy.
+        first_dropped: 1-based line (row) number of the first dropped pair, or None.
+    """
+
+    sources: list[str] = field(default_factory=list)
+    total: int = 0
+    kept: int = 0
+    dropped: int = 0
+    first_dropped: int | None = None
+
+
+# --------------------------------------------------------------------------------------------------- helpers
+def _check_langs(src_lang: str, tgt_lang: str) -> None:
+    for name, lang in (("src_lang", src_lang), ("tgt_lang", tgt_lang)):
+        if not isinstance(lang, str) or not lang:
+            raise ValueError(f"{name} must be a non-empty string, got {lang!r}")
+    if src_lang == tgt_lang:
+        raise ValueError(f"src_lang and tgt_lang must differ, both are {src_lang!r}")
+
+
+def _open_binary(path: Path) -> IO[bytes]:
+    return gzip.open(path, "rb") if path.name.endswith(".gz") else open(path, "rb")
+
+
+def _decoded_lines(path: Path, handle: IO[bytes]) -> Iterator[str]:
+    """Yield stripped lines of a UTF-8 file; DataError with the line number on bad UTF-8."""
+    for number, raw in enumerate(handle, start=1):
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as err:
+            raise DataError(
+                f"{path}: line {number} is not valid UTF-8 ({err.reason} at byte {err.start}); "
+                "expected UTF-8 text, one sentence per line"
+            ) from err
+        if number == 1:
+            text = text.removeprefix("\ufeff")
+        yield text.strip()
+
+
+def _make_dataset(src: list[str], tgt: list[str], src_lang: str, tgt_lang: str) -> datasets.Dataset:
+    features = datasets.Features({"translation": datasets.Translation(languages=[src_lang, tgt_lang])})
+    rows = [{src_lang: s, tgt_lang: t} for s, t in zip(src, tgt, strict=True)]
+    return datasets.Dataset.from_dict({"translation": rows}, features=features)
+
+
+def _finish_report(
+    report: ReadReport | None,
+    sources: list[str],
+    total: int,
+    kept: int,
+    first_dropped: int | None,
+    unit: str = "line",
+) -> None:
+    dropped = total - kept
+    where = " and ".join(sources)
+    if kept == 0:
+        raise DataError(
+            f"{where}: all {total} pairs are empty on at least one side (nothing left after dropping them); "
+            "expected non-empty parallel sentences"
+        )
+    if dropped:
+        logger.warning(
+            "dropped %d of %d pairs with an empty side from %s (first at %s %d)",
+            dropped,
+            total,
+            where,
+            unit,
+            first_dropped,
+        )
+    if report is not None:
+        report.sources = list(sources)
+        report.total = total
+        report.kept = kept
+        report.dropped = dropped
+        report.first_dropped = first_dropped
+
+
+# ---------------------------------------------------------------------------------------- directory of files
+def _split_files(data_dir: Path) -> dict[str, dict[str, list[str]]]:
+    """{split: {lang: [file names]}} for every ``{split}.{lang}[.gz]`` file in data_dir."""
+    found: dict[str, dict[str, list[str]]] = {}
+    for entry in sorted(os.listdir(data_dir)):
+        if not (data_dir / entry).is_file():
+            continue
+        stem = entry.removesuffix(".gz")
+        split, dot, lang = stem.rpartition(".")
+        if not dot or not split or not lang or lang in ("jsonl", "json"):
+            continue
+        found.setdefault(split, {}).setdefault(lang, []).append(entry)
+    return found
+
+
+def _jsonl_splits(data_dir: Path) -> list[str]:
+    return sorted(
+        {
+            entry.rpartition(".")[0]
+            for entry in os.listdir(data_dir)
+            if entry.endswith((".jsonl", ".json")) and (data_dir / entry).is_file()
+        }
+    )
+
+
+def available_splits(data_dir: str | os.PathLike[str], src_lang: str, tgt_lang: str) -> list[str]:
+    """Sorted splits with a file for both languages (plain or .gz), plus splits with a ``{split}.jsonl``."""
+    data_dir = Path(data_dir)
+    if not data_dir.is_dir():
+        raise DataError(f"{data_dir}: not a directory; expected a folder of {{split}}.{{lang}}[.gz] files")
+    splits = {
+        split for split, langs in _split_files(data_dir).items() if src_lang in langs and tgt_lang in langs
+    }
+    splits.update(_jsonl_splits(data_dir))
+    return sorted(splits)
+
+
+def _find_file(data_dir: Path, split: str, lang: str, src_lang: str, tgt_lang: str) -> Path:
+    plain = data_dir / f"{split}.{lang}"
+    gz = data_dir / f"{split}.{lang}.gz"
+    if plain.is_file() and gz.is_file():
+        raise DataError(f"ambiguous input: both {plain} and {gz} exist; keep only one of them")
+    if plain.is_file():
+        return plain
+    if gz.is_file():
+        return gz
+    files = _split_files(data_dir)
+    for_split = sorted(name for names in files.get(split, {}).values() for name in names)
+    for_lang = sorted(name for langs in files.values() for name in langs.get(lang, []))
+    if not for_split:
+        raise DataError(
+            f"{data_dir}: unknown split {split!r} (no {split}.* files); available splits for "
+            f"{src_lang}-{tgt_lang}: {', '.join(available_splits(data_dir, src_lang, tgt_lang)) or 'none'}"
+        )
+    raise DataError(
+        f"missing file {plain} (or {gz.name}); files for split {split!r}: {', '.join(for_split)}; "
+        f"files for language {lang!r}: {', '.join(for_lang) or 'none'}"
+    )
+
+
+def read_parallel_dir(
+    data_dir: str | os.PathLike[str],
+    split: str,
+    src_lang: str,
+    tgt_lang: str,
+    report: ReadReport | None = None,
+) -> datasets.Dataset:
+    """Read line-aligned ``{split}.{src_lang}[.gz]`` / ``{split}.{tgt_lang}[.gz]`` into a translation dataset."""
+    _check_langs(src_lang, tgt_lang)
+    data_dir = Path(data_dir)
+    if not data_dir.is_dir():
+        raise DataError(f"{data_dir}: not a directory; expected a folder of {{split}}.{{lang}}[.gz] files")
+    src_path = _find_file(data_dir, split, src_lang, src_lang, tgt_lang)
+    tgt_path = _find_file(data_dir, split, tgt_lang, src_lang, tgt_lang)
+
+    src: list[str] = []
+    tgt: list[str] = []
+    n_src = n_tgt = 0
+    first_dropped: int | None = None
+    with _open_binary(src_path) as src_handle, _open_binary(tgt_path) as tgt_handle:
+        pairs = zip_longest(_decoded_lines(src_path, src_handle), _decoded_lines(tgt_path, tgt_handle))
+        for number, (s, t) in enumerate(pairs, start=1):
+            if s is None or t is None:
+                # one file ended: just count the rest of the other (bytes, no decoding needed)
+                rest = 1 + sum(1 for _ in (tgt_handle if s is None else src_handle))
+                n_src, n_tgt = (
+                    (number - 1, number - 1 + rest) if s is None else (number - 1 + rest, number - 1)
+                )
+                break
+            n_src = n_tgt = number
+            if s and t:
+                src.append(s)
+                tgt.append(t)
+            elif first_dropped is None:
+                first_dropped = number
+    for path, count in ((src_path, n_src), (tgt_path, n_tgt)):
+        if count == 0:
+            raise DataError(f"{path}: file is empty (no lines); expected one sentence per line")
+    if n_src != n_tgt:
+        raise DataError(
+            f"line counts differ: {src_path} has {n_src} lines but {tgt_path} has {n_tgt}; "
+            f"line {min(n_src, n_tgt) + 1} exists only in {src_path if n_src > n_tgt else tgt_path}; "
+            "expected line-aligned files"
+        )
+    _finish_report(report, [str(src_path), str(tgt_path)], n_src, len(src), first_dropped)
+    return _make_dataset(src, tgt, src_lang, tgt_lang)
+
+
+# ------------------------------------------------------------------------------------------------ json lines
+def read_jsonl(
+    path: str | os.PathLike[str],
+    src_lang: str,
+    tgt_lang: str,
+    report: ReadReport | None = None,
+) -> datasets.Dataset:
+    """Read ``{"translation": {src_lang: ..., tgt_lang: ...}}`` lines (other keys are ignored)."""
+    _check_langs(src_lang, tgt_lang)
+    path = Path(path)
+    if not path.is_file():
+        raise DataError(f"missing file {path}; expected a JSON-lines file of {{'translation': {{...}}}} rows")
+    expected = f'expected {{"translation": {{"{src_lang}": "...", "{tgt_lang}": "..."}}}}'
+    src: list[str] = []
+    tgt: list[str] = []
+    total = 0
+    first_dropped: int | None = None
+    with _open_binary(path) as handle:
+        for number, line in enumerate(_decoded_lines(path, handle), start=1):
+            total = number
+            if not line:
+                first_dropped = first_dropped or number
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as err:
+                raise DataError(f"{path}: line {number} is not valid JSON ({err.msg}); {expected}") from err
+            if not isinstance(row, dict) or "translation" not in row:
+                found = f"keys {sorted(row)}" if isinstance(row, dict) else f"a JSON {type(row).__name__}"
+                raise DataError(f"{path}: line {number} has no 'translation' key (found {found}); {expected}")
+            pair = row["translation"]
+            if not isinstance(pair, dict):
+                raise DataError(
+                    f"{path}: line {number}: 'translation' is a {type(pair).__name__}, not an object; {expected}"
+                )
+            values = []
+            for lang in (src_lang, tgt_lang):
+                if lang not in pair:
+                    raise DataError(
+                        f"{path}: line {number}: 'translation' has no {lang!r} key "
+                        f"(found languages {sorted(pair)}); {expected}"
+                    )
+                if not isinstance(pair[lang], str):
+                    raise DataError(
+                        f"{path}: line {number}: translation[{lang!r}] is {pair[lang]!r}, not a string; "
+                        f"{expected}"
+                    )
+                values.append(pair[lang].strip())
+            if values[0] and values[1]:
+                src.append(values[0])
+                tgt.append(values[1])
+            elif first_dropped is None:
+                first_dropped = number
+    if total == 0:
+        raise DataError(f"{path}: file is empty (no lines); {expected} on each line")
+    _finish_report(report, [str(path)], total, len(src), first_dropped)
+    return _make_dataset(src, tgt, src_lang, tgt_lang)
+
+
+# ------------------------------------------------------------------------------------------------------- hub
+def load_hub_dataset(
+    name: str,
+    src_lang: str,
+    tgt_lang: str,
+    split: str,
+    config_name: str | None = None,
+    report: ReadReport | None = None,
+    **kwargs: Any,
+) -> datasets.Dataset:
+    """`datasets.load_dataset(name, config_name, split=split, **kwargs)`, normalised to the translation shape.
+
+    A ``translation`` column is kept as it is; otherwise ``src_lang`` / ``tgt_lang`` columns are folded into
+    one. Pairs with an empty (or missing) side are dropped (empty-line policy). Works on local data too, e.g.
+    ``load_hub_dataset("json", "en", "de", "train", data_files="train.jsonl")``.
+    """
+    _check_langs(src_lang, tgt_lang)
+    label = name if config_name is None else f"{name} (config {config_name!r})"
+    try:
+        loaded = datasets.load_dataset(name, config_name, split=split, **kwargs)
+    except ConnectionError as err:
+        raise DataError(
+            f"could not load dataset {label}: the Hugging Face Hub is unreachable ({err}); "
+            "for offline use pass a local folder of {split}.{lang}[.gz] files or a .jsonl file (--data-dir)"
+        ) from err
+    except FileNotFoundError as err:
+        raise DataError(
+            f"dataset {label} not found ({err}); expected a Hub dataset name, or a local folder / .jsonl file "
+            "(--data-dir)"
+        ) from err
+    except ValueError as err:
+        raise DataError(f"dataset {label}: cannot load split {split!r} ({err})") from err
+    if not isinstance(loaded, datasets.Dataset):
+        raise DataError(
+            f"dataset {label}: expected one split as a datasets.Dataset, got {type(loaded).__name__}"
+        )
+
+    columns = loaded.column_names
+    if "translation" in columns:
+        feature = loaded.features["translation"]
+        if isinstance(feature, datasets.Translation):
+            langs = list(feature.languages)
+        elif isinstance(feature, dict):
+            langs = list(feature)
+        else:
+            langs = []
+        if not {src_lang, tgt_lang} <= set(langs):
+            raise DataError(
+                f"dataset {label} split {split!r}: the 'translation' column ({feature}) has languages "
+                f"{sorted(langs)}; expected a mapping with {src_lang!r} and {tgt_lang!r}"
+            )
+        dataset = loaded.select_columns(["translation"])
+    elif src_lang in columns and tgt_lang in columns:
+        dataset = loaded.map(
+            lambda batch: {
+                "translation": [
+                    {src_lang: s, tgt_lang: t} for s, t in zip(batch[src_lang], batch[tgt_lang], strict=True)
+                ]
+            },
+            batched=True,
+            remove_columns=columns,
+            features=datasets.Features({"translation": datasets.Translation(languages=[src_lang, tgt_lang])}),
+        )
+    else:
+        raise DataError(
+            f"dataset {label} split {split!r} has columns {columns}; expected a 'translation' column or "
+            f"{src_lang!r} and {tgt_lang!r} columns"
+        )
+
+    keep: list[int] = []
+    first_dropped: int | None = None
+    index = 0
+    for batch in dataset.select_columns(["translation"]).iter(batch_size=1000):
+        for pair in batch["translation"]:
+            s, t = pair.get(src_lang), pair.get(tgt_lang)
+            if isinstance(s, str) and isinstance(t, str) and s.strip() and t.strip():
+                keep.append(index)
+            elif first_dropped is None:
+                first_dropped = index + 1
+            index += 1
+    _finish_report(report, [label], index, len(keep), first_dropped, unit="row")
+    return dataset if len(keep) == index else dataset.select(keep)
+
+
+# -------------------------------------------------------------------------------------------------- dispatch
+def _looks_like_path(source: str) -> bool:
+    return source.startswith(("/", "./", "../", "~", ".\\", "..\\")) or source.endswith(_JSONL_SUFFIXES)
+
+
+def load_parallel(
+    source: str | os.PathLike[str],
+    split: str,
+    src_lang: str,
+    tgt_lang: str,
+    config_name: str | None = None,
+    report: ReadReport | None = None,
+) -> datasets.Dataset:
+    """Load one split from a directory, a JSON-lines file or (otherwise) a Hub dataset name.
+
+    A directory is read with `read_parallel_dir`, or as ``{split}.jsonl`` / ``{split}.json`` inside it when
+    there are no ``{split}.{lang}`` files. A JSON-lines file is read whole (`split` is ignored). A
+    `pathlib.Path`, or a string that looks like a path, that does not exist is an error rather than a Hub name.
+    """
+    path = Path(source).expanduser()
+    if path.is_dir():
+        jsonl = [path / f"{split}{suffix}" for suffix in (".jsonl", ".json")]
+        jsonl = [candidate for candidate in jsonl if candidate.is_file()]
+        text = [path / f"{split}.{lang}{gz}" for lang in (src_lang, tgt_lang) for gz in ("", ".gz")]
+        text = [candidate for candidate in text if candidate.is_file()]
+        if jsonl and (text or len(jsonl) > 1):
+            found = ", ".join(str(candidate) for candidate in jsonl + text)
+            raise DataError(f"ambiguous input for split {split!r}: found {found}; keep only one format")
+        if jsonl:
+            return read_jsonl(jsonl[0], src_lang, tgt_lang, report=report)
+        return read_parallel_dir(path, split, src_lang, tgt_lang, report=report)
+    if path.is_file():
+        if path.name.endswith(_JSONL_SUFFIXES):
+            return read_jsonl(path, src_lang, tgt_lang, report=report)
+        raise DataError(
+            f"{path}: unsupported file type; expected a directory of {{split}}.{{lang}}[.gz] files or a "
+            ".jsonl / .json file"
+        )
+    if not isinstance(source, str) or _looks_like_path(source):
+        raise DataError(f"{path}: no such file or directory")
+    return load_hub_dataset(source, src_lang, tgt_lang, split, config_name=config_name, report=report)
+
+
+# --------------------------------------------------------------------------------------------------- writers
+def _temp_file(destination: Path) -> tuple[IO[str], Path]:
+    handle = tempfile.NamedTemporaryFile(
+        "w",
+        encoding="utf-8",
+        newline="\n",
+        dir=destination.parent,
+        prefix=f".{destination.name}.",
+        suffix=".tmp",
+        delete=False,
+    )
+    return handle, Path(handle.name)
+
+
+def _discard(handles: list[IO[str]], temps: list[Path]) -> None:
+    for handle in handles:
+        with contextlib.suppress(OSError):
+            handle.close()
+    for temp in temps:
+        with contextlib.suppress(OSError):
+            temp.unlink()
+
+
+def _commit(handles: list[IO[str]]) -> None:
+    for handle in handles:
+        handle.flush()
+        os.fsync(handle.fileno())
+        handle.close()
+
+
+def write_jsonl(
+    dataset: Iterable[Mapping[str, Any]],
+    path: str | os.PathLike[str],
+    src_lang: str,
+    tgt_lang: str,
+) -> int:
+    """Write rows ``{"translation": {...}}`` as run_translation.py JSON lines, atomically; return rows written.
+
+    Only `src_lang` and `tgt_lang` are written. A row without them, or with a non-string value, raises
+    DataError and leaves no file behind (an existing destination is kept unchanged).
+    """
+    _check_langs(src_lang, tgt_lang)
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, temp = _temp_file(path)
+    count = 0
+    try:
+        for index, row in enumerate(dataset):
+            pair = row.get("translation") if isinstance(row, Mapping) else None
+            if not isinstance(pair, Mapping):
+                raise DataError(f"{path}: row {index} has no 'translation' mapping (got {row!r})")
+            values = {lang: pair.get(lang) for lang in (src_lang, tgt_lang)}
+            for lang, value in values.items():
+                if not isinstance(value, str):
+                    raise DataError(f"{path}: row {index}: translation[{lang!r}] is {value!r}, not a string")
+            handle.write(json.dumps({"translation": values}, ensure_ascii=False) + "\n")
+            count += 1
+        _commit([handle])
+        os.replace(temp, path)
+    except BaseException:
+        _discard([handle], [temp])
+        raise
+    return count
+
+
+def write_parallel_dir(
+    pairs: Iterable[tuple[str, str]],
+    data_dir: str | os.PathLike[str],
+    split: str,
+    src_lang: str,
+    tgt_lang: str,
+) -> int:
+    """Write ``{split}.{src_lang}`` and ``{split}.{tgt_lang}`` (plain UTF-8) atomically; return pairs written.
+
+    Both temp files are written completely before either is renamed into place. A pair that is not two
+    strings, or a sentence containing a line break, raises DataError and leaves no file behind. Refuses to
+    write next to an existing ``.gz`` twin (which would make the split ambiguous to read).
+    """
+    _check_langs(src_lang, tgt_lang)
+    data_dir = Path(data_dir)
+    data_dir.mkdir(parents=True, exist_ok=True)
+    destinations = [data_dir / f"{split}.{src_lang}", data_dir / f"{split}.{tgt_lang}"]
+    for destination in destinations:
+        twin = destination.with_name(destination.name + ".gz")
+        if twin.exists():
+            raise DataError(f"refusing to write {destination}: {twin} exists and reading would be ambiguous")
+    handles: list[IO[str]] = []
+    temps: list[Path] = []
+    count = 0
+    try:
+        for destination in destinations:
+            handle, temp = _temp_file(destination)
+            handles.append(handle)
+            temps.append(temp)
+        for number, pair in enumerate(pairs, start=1):
+            if not isinstance(pair, (tuple, list)) or len(pair) != 2:
+                raise DataError(f"{data_dir}: pair {number} is {pair!r}; expected a (source, target) tuple")
+            for destination, handle, sentence in zip(destinations, handles, pair, strict=True):
+                if not isinstance(sentence, str):
+                    raise DataError(f"{destination}: line {number} is {sentence!r}; expected a string")
+                if "\n" in sentence or "\r" in sentence:
+                    raise DataError(
+                        f"{destination}: line {number} contains a line break; expected one sentence per line"
+                    )
+                handle.write(sentence + "\n")
+            count += 1
+        _commit(handles)
+        for temp, destination in zip(temps, destinations, strict=True):
+            os.replace(temp, destination)
+    except BaseException:
+        _discard(handles, temps)
+        raise
+    return count
