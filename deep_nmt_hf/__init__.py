@@ -9,6 +9,7 @@ from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM
 
 from .configuration_deep_nmt import (
     AdminConfig,
+    DeepDecoderConfig,
     DeepNMTConfig,
     DeepNormConfig,
     DLCLConfig,
@@ -18,6 +19,8 @@ from .configuration_deep_nmt import (
 from .modeling_deep_nmt import (
     AdminForConditionalGeneration,
     AdminModel,
+    DeepDecoderForConditionalGeneration,
+    DeepDecoderModel,
     DeepNMTForConditionalGeneration,
     DeepNMTModel,
     DeepNMTPreTrainedModel,
@@ -41,6 +44,7 @@ MODEL_TYPES: list[tuple[type, type, type]] = [
     (DSInitMAttConfig, DSInitMAttModel, DSInitMAttForConditionalGeneration),
     (DLCLConfig, DLCLModel, DLCLForConditionalGeneration),
     (SharedLayersConfig, SharedLayersModel, SharedLayersForConditionalGeneration),
+    (DeepDecoderConfig, DeepDecoderModel, DeepDecoderForConditionalGeneration),
 ]
 
 # short names for `deep-nmt train --variant NAME` → config class
@@ -51,6 +55,7 @@ VARIANTS: dict[str, type] = {
     "dsinit_matt": DSInitMAttConfig,
     "dlcl": DLCLConfig,
     "shared_layers": SharedLayersConfig,
+    "deep_decoder": DeepDecoderConfig,
 }
 
 
@@ -72,6 +77,9 @@ __all__ = [
     "AdminConfig",
     "AdminForConditionalGeneration",
     "AdminModel",
+    "DeepDecoderConfig",
+    "DeepDecoderForConditionalGeneration",
+    "DeepDecoderModel",
     "DeepNormConfig",
     "DeepNormForConditionalGeneration",
     "DeepNormModel",

@@ -61,6 +61,11 @@ class DeepNMTConfig(PretrainedConfig):
             (recurrent-shared-layers): the side owns `{side}_layers` unique layers and walks them T times in the
             order `"cycle"` or `"zigzag"` (closed parameter chain), re-injecting the embedded input at every repeat
             when asked (eq. 7). `encoder_depth` / `decoder_depth` give the derived number of applications.
+        cross_attention_drop_layers (L_dr), cross_attention_drop_rate (p_net): during training each of the lowest
+            L_dr decoder layers skips its cross-attention with probability p_net, once per forward pass; with
+            p_net = 1 those layers own no cross-attention at all (deep-decoder-cad-crt, sec. 3).
+        ddr_loss_weight, ald_loss_weight, ald_max_ratio (p_ALD), ald_temperature (τ): the collapse-reducing
+            training losses (collapse_losses.py); 0 turns a loss off.
 
     Special tokens follow the Marian layout (eos 0, unk 1, pad last, the decoder starts from pad), so that
     `pad_token_id` and `decoder_start_token_id` default to `vocab_size - 1`.
@@ -116,6 +121,12 @@ class DeepNMTConfig(PretrainedConfig):
         decoder_reinject_input: bool = False,
         encoder_share_layers: bool = True,
         decoder_share_layers: bool = True,
+        cross_attention_drop_layers: int = 0,
+        cross_attention_drop_rate: float = 0.0,
+        ddr_loss_weight: float = 0.0,
+        ald_loss_weight: float = 0.0,
+        ald_max_ratio: float = 0.3,
+        ald_temperature: float = 0.1,
         pad_token_id: int | None = None,
         eos_token_id: int | None = 0,
         bos_token_id: int | None = None,
@@ -164,6 +175,12 @@ class DeepNMTConfig(PretrainedConfig):
         self.decoder_reinject_input = decoder_reinject_input
         self.encoder_share_layers = encoder_share_layers
         self.decoder_share_layers = decoder_share_layers
+        self.cross_attention_drop_layers = cross_attention_drop_layers
+        self.cross_attention_drop_rate = cross_attention_drop_rate
+        self.ddr_loss_weight = ddr_loss_weight
+        self.ald_loss_weight = ald_loss_weight
+        self.ald_max_ratio = ald_max_ratio
+        self.ald_temperature = ald_temperature
         if isinstance(vocab_size, int) and pad_token_id is None:
             pad_token_id = vocab_size - 1
         self.pad_token_id = pad_token_id
@@ -188,6 +205,40 @@ class DeepNMTConfig(PretrainedConfig):
         return _depth(self.decoder_layers, self.decoder_layer_repeats, self.decoder_layer_order)
 
     # ------------------------------------------------------------------------------------------------ validation
+    def _check_deep_decoder(self) -> None:
+        """Cross-attention drop and the collapse-reducing losses (deep-decoder-cad-crt)."""
+        layers, rate = self.cross_attention_drop_layers, self.cross_attention_drop_rate
+        if isinstance(layers, bool) or not isinstance(layers, int) or not 0 <= layers <= self.decoder_depth:
+            raise ValueError(
+                f"cross_attention_drop_layers={layers!r} must be an integer in [0, {self.decoder_depth}] "
+                "(the number of lowest decoder layers whose cross-attention may be dropped)"
+            )
+        if not _number(rate) or not 0.0 <= rate <= 1.0:
+            raise ValueError(f"cross_attention_drop_rate={rate!r} must lie in [0, 1]")
+        if layers and self.decoder_attention == "merged":
+            raise ValueError(
+                "cross_attention_drop_layers > 0 cannot be combined with decoder_attention='merged': MAtt fuses the "
+                "cross-attention with the average attention, so there is no cross-attention sublayer to drop"
+            )
+        if layers and rate == 1.0 and self.decoder_layer_repeats > 1 and self.decoder_share_layers:
+            raise ValueError(
+                "cross_attention_drop_rate=1.0 removes the cross-attention of the lowest decoder layers, which shared "
+                "decoder layers cannot do for some applications only; use a rate below 1 or unshared layers"
+            )
+        for name in ("ddr_loss_weight", "ald_loss_weight"):
+            if not _number(getattr(self, name)) or getattr(self, name) < 0:
+                raise ValueError(
+                    f"{name}={getattr(self, name)!r} must be a number ≥ 0 (0 turns the loss off)"
+                )
+        if not _number(self.ald_max_ratio) or not 0.0 < self.ald_max_ratio < 0.5:
+            raise ValueError(
+                f"ald_max_ratio={self.ald_max_ratio!r} must lie in (0, 0.5): X⁺ must keep most tokens"
+            )
+        if not _number(self.ald_temperature) or not self.ald_temperature > 0:
+            raise ValueError(f"ald_temperature={self.ald_temperature!r} must be a positive number")
+        if self.ald_loss_weight > 0 and self.unk_token_id is None:
+            raise ValueError("ald_loss_weight > 0 needs unk_token_id: ALD masks source tokens with <unk>")
+
     def check(self) -> None:
         """Validate every field; raise ValueError naming the field, the value and what is allowed."""
         for name in (
@@ -263,6 +314,7 @@ class DeepNMTConfig(PretrainedConfig):
                     "one ω between all applications of a layer; unroll the model first (layer_sharing.unroll) "
                     "or use pre-LN / DeepNorm"
                 )
+        self._check_deep_decoder()
         if not isinstance(self.admin_profiled, bool):
             raise ValueError(f"admin_profiled={self.admin_profiled!r} must be true or false")
         for name in (
@@ -388,6 +440,26 @@ class DLCLConfig(VariantConfig):
         super().__init__(**kwargs)
 
 
+class DeepDecoderConfig(VariantConfig):
+    """Deep decoders that do not collapse (deep-decoder-cad-crt): cross-attention drop on the lowest decoder layers
+    plus the DDR and ALD training losses. Defaults: equal encoder/decoder depth (15-15), the paper's best small
+    drop depth with p_net = 1, τ = 0.1, Transformer-base width; 27-27 and a tiny CPU preset."""
+
+    model_type = "deep_nmt_deep_decoder"
+    DEFAULTS = {"layer_norm_position": "pre", "encoder_layers": 15, "decoder_layers": 15, **BASE_WIDTH}
+    DEFAULTS |= {"cross_attention_drop_layers": 2, "cross_attention_drop_rate": 1.0}
+    DEFAULTS |= {"ddr_loss_weight": 1.0, "ald_loss_weight": 1.0, "ald_max_ratio": 0.3, "ald_temperature": 0.1}
+    PRESETS = {
+        "15L-15L": {"encoder_layers": 15, "decoder_layers": 15},
+        "27L-27L": {"encoder_layers": 27, "decoder_layers": 27},
+        "6L-6L": {"encoder_layers": 6, "decoder_layers": 6, "cross_attention_drop_layers": 1},
+        "tiny": {"encoder_layers": 6, "decoder_layers": 6, **TINY},
+    }
+
+    def __init__(self, **kwargs: Any) -> None:  # each config class needs its own __init__ (see VariantConfig)
+        super().__init__(**kwargs)
+
+
 class SharedLayersConfig(VariantConfig):
     """Recurrent shared layers (recurrent-shared-layers): few unique pre-LN layers looped in depth, the embedded
     input re-injected at every loop (eq. 7). Defaults from the paper's setup (sec. 5.1.2): 8 encoder / 4 decoder
@@ -408,6 +480,10 @@ class SharedLayersConfig(VariantConfig):
 
     def __init__(self, **kwargs: Any) -> None:  # each config class needs its own __init__ (see VariantConfig)
         super().__init__(**kwargs)
+
+
+def _number(value: Any) -> bool:
+    return not isinstance(value, bool) and isinstance(value, (int, float))
 
 
 def _depth(layers: int, repeats: int, order: str) -> int:

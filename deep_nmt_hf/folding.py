@@ -129,6 +129,8 @@ def _scale_of(sublayer: nn.Module) -> torch.Tensor | None:
 
 def _first_linears(sublayer: nn.Module) -> list[nn.Linear]:
     fn = sublayer.fn
+    if fn is None:
+        return []  # a dropped cross-attention: no linear map reads x
     if hasattr(fn, "fc1"):
         return [fn.fc1]
     if fn.is_cross_attention:
@@ -178,25 +180,36 @@ def _stock_state_dict(model: PreTrainedModel) -> dict[str, torch.Tensor]:
         "lm_head.weight": model.lm_head.weight,
     }
     attn_names = ("q_proj", "k_proj", "v_proj", "out_proj")
-    for side, stock_norms in (
+    d_model = base.config.d_model
+    zeros = {"weight": torch.zeros(d_model, d_model), "bias": torch.zeros(d_model)}
+    unit_norm = {"weight": torch.ones(d_model), "bias": torch.zeros(d_model)}
+    for side, stock_names in (
         ("encoder", ("self_attn", "final_layer_norm")),
         ("decoder", ("self_attn", "encoder_attn", "final_layer_norm")),
     ):
         for index, layer in enumerate(getattr(base, side).layers):
             prefix = f"model.{side}.layers.{index}."
-            for sublayer, norm_name in zip(layer.sublayers(), stock_norms, strict=True):
-                if norm_name == "final_layer_norm":
+            ours = (
+                [layer.self_attn, layer.ffn]
+                if side == "encoder"
+                else [layer.self_attn, layer.encoder_attn, layer.ffn]
+            )
+            for sublayer, stock_name in zip(ours, stock_names, strict=True):
+                fn = sublayer.fn if sublayer is not None else None
+                if stock_name == "final_layer_norm":
                     for name in ("fc1", "fc2"):
                         for p in ("weight", "bias"):
-                            state[f"{prefix}{name}.{p}"] = getattr(getattr(sublayer.fn, name), p)
-                    ln = "final_layer_norm"
-                else:
+                            state[f"{prefix}{name}.{p}"] = getattr(getattr(fn, name), p)
+                    norm_name = "final_layer_norm"
+                else:  # a cross-attention dropped with rate 1 becomes a stock one whose projections are zero
                     for name in attn_names:
                         for p in ("weight", "bias"):
-                            state[f"{prefix}{norm_name}.{name}.{p}"] = getattr(getattr(sublayer.fn, name), p)
-                    ln = f"{norm_name}_layer_norm"
+                            value = getattr(getattr(fn, name), p) if fn is not None else zeros[p]
+                            state[f"{prefix}{stock_name}.{name}.{p}"] = value
+                    norm_name = f"{stock_name}_layer_norm"
                 for p in ("weight", "bias"):
-                    state[f"{prefix}{ln}.{p}"] = getattr(sublayer.layer_norm, p)
+                    value = getattr(sublayer.layer_norm, p) if sublayer is not None else unit_norm[p]
+                    state[f"{prefix}{norm_name}.{p}"] = value
         final = getattr(base, side).layer_norm
         if final is not None:
             for p in ("weight", "bias"):

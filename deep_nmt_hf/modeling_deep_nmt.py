@@ -17,6 +17,7 @@ sibling modules that do the same, never training or CLI code.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -29,8 +30,16 @@ from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.modeling_outputs import BaseModelOutput, Seq2SeqLMOutput, Seq2SeqModelOutput
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
+from .collapse_losses import (
+    ald_contrastive_loss,
+    mask_source_tokens,
+    sentence_representation,
+    symmetric_kl,
+    token_cross_entropy,
+)
 from .configuration_deep_nmt import (
     AdminConfig,
+    DeepDecoderConfig,
     DeepNMTConfig,
     DeepNormConfig,
     DLCLConfig,
@@ -217,7 +226,7 @@ class Sublayer(nn.Module):
     stack) say where it sits; a `recorder` (set by ADMIN profiling) sees each call's input and branch output.
     """
 
-    def __init__(self, config: DeepNMTConfig, fn: nn.Module, side: str, index: int) -> None:
+    def __init__(self, config: DeepNMTConfig, fn: nn.Module | None, side: str, index: int) -> None:
         super().__init__()
         self.side = side
         self.index = index
@@ -228,7 +237,17 @@ class Sublayer(nn.Module):
         self.dropout = config.dropout
         self.residual_scale = build_residual_scale(config, side, index)
 
-    def forward(self, hidden_states: torch.Tensor, *args: Any, **kwargs: Any) -> tuple[torch.Tensor, Any]:
+    def forward(
+        self, hidden_states: torch.Tensor, *args: Any, skip: bool = False, **kwargs: Any
+    ) -> tuple[torch.Tensor, Any]:
+        """`skip=True` drops f for this call (cross-attention drop): post-LN gives LN(s(x)), pre-LN gives x.
+        A sublayer built without f (`fn=None`: cross-attention dropped with rate 1) always skips."""
+        if skip or self.fn is None:
+            if self.pre_norm:
+                return hidden_states, None
+            if self.recorder is not None:
+                self.recorder(self, hidden_states, torch.zeros_like(hidden_states))
+            return self.layer_norm(self._scaled_residual(hidden_states)), None
         if self.pre_norm:
             output, extra = self.fn(self.layer_norm(hidden_states), *args, **kwargs)
             output = nn.functional.dropout(output, p=self.dropout, training=self.training)
@@ -237,8 +256,10 @@ class Sublayer(nn.Module):
         output = nn.functional.dropout(output, p=self.dropout, training=self.training)
         if self.recorder is not None:
             self.recorder(self, hidden_states, output)
-        residual = hidden_states if self.residual_scale is None else self.residual_scale(hidden_states)
-        return self.layer_norm(residual + output), extra
+        return self.layer_norm(self._scaled_residual(hidden_states) + output), extra
+
+    def _scaled_residual(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        return hidden_states if self.residual_scale is None else self.residual_scale(hidden_states)
 
 
 class DeepNMTEncoderLayer(GradientCheckpointingLayer):
@@ -290,7 +311,12 @@ class DeepNMTDecoderLayer(GradientCheckpointingLayer):
         else:
             self_attention = DeepNMTAttention(config, heads, is_causal=True, is_cross_attention=False)
             self.self_attn = Sublayer(config, self_attention, "decoder", first)
-            self.encoder_attn = Sublayer(config, cross_attention, "decoder", first + 1)
+            if not has_no_cross_attention(config, layer_index):
+                self.encoder_attn = Sublayer(config, cross_attention, "decoder", first + 1)
+            elif (
+                config.layer_norm_position == "post"
+            ):  # no attention, but the post-LN drop output LN(x) stays
+                self.encoder_attn = Sublayer(config, None, "decoder", first + 1)
         ffn = FeedForward(config, config.decoder_ffn_dim)
         self.ffn = Sublayer(config, ffn, "decoder", first + per_layer - 1)
         tag_layer_linears(self, "decoder", layer_index + 1)
@@ -298,7 +324,7 @@ class DeepNMTDecoderLayer(GradientCheckpointingLayer):
     def sublayers(self) -> list[Sublayer]:
         if self.merged_attn is not None:
             return [self.merged_attn, self.ffn]
-        return [self.self_attn, self.encoder_attn, self.ffn]
+        return [s for s in (self.self_attn, self.encoder_attn, self.ffn) if s is not None]
 
     def forward(
         self,
@@ -310,9 +336,10 @@ class DeepNMTDecoderLayer(GradientCheckpointingLayer):
         cache_index: int = 0,
         output_attentions: bool = False,
         target_padding: torch.Tensor | None = None,
+        drop_cross_attention: bool = False,
     ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
         cache = {"past_key_values": past_key_values, "cache_index": cache_index}
-        self_weights = None
+        self_weights = cross_weights = None
         if self.merged_attn is not None:
             hidden_states, cross_weights = self.merged_attn(
                 hidden_states,
@@ -329,15 +356,23 @@ class DeepNMTDecoderLayer(GradientCheckpointingLayer):
                 output_attentions=output_attentions,
                 **cache,
             )
-            hidden_states, cross_weights = self.encoder_attn(
-                hidden_states,
-                key_value_states=encoder_hidden_states,
-                attention_mask=encoder_attention_mask,
-                output_attentions=output_attentions,
-                **cache,
-            )
+            if self.encoder_attn is not None:
+                hidden_states, cross_weights = self.encoder_attn(
+                    hidden_states,
+                    key_value_states=encoder_hidden_states,
+                    attention_mask=encoder_attention_mask,
+                    output_attentions=output_attentions,
+                    skip=drop_cross_attention,
+                    **cache,
+                )
         hidden_states, _ = self.ffn(hidden_states)
         return hidden_states, self_weights, cross_weights
+
+
+def has_no_cross_attention(config: DeepNMTConfig, layer_index: int) -> bool:
+    """With drop-net rate 1, the lowest `cross_attention_drop_layers` decoder layers own no cross-attention
+    (post-LN keeps the sublayer's LayerNorm, which then always outputs LN(x), the paper's drop formula)."""
+    return config.cross_attention_drop_rate == 1.0 and layer_index < config.cross_attention_drop_layers
 
 
 def ensure_cache_slots(past_key_values: Cache, count: int) -> None:
@@ -540,11 +575,16 @@ class DeepNMTDecoder(_Stack):
         all_hidden = [hidden_states] if output_hidden_states else None
         self_attentions = [] if output_attentions else None
         cross_attentions = [] if output_attentions else None
+        drop_layers, drop_rate = (
+            self.config.cross_attention_drop_layers,
+            self.config.cross_attention_drop_rate,
+        )
         embedded = hidden_states
         hidden_states, history = self.begin_layers(hidden_states)
         for application, owned in enumerate(self.schedule):
             if application in self.reinject_at:
                 hidden_states = hidden_states + embedded  # eq. 7: B_t = B_{t-1}^out + x
+            drop = self.training and application < drop_layers and bool(torch.rand(()) < drop_rate)
             output, self_weights, cross_weights = self.layers[owned](
                 hidden_states,
                 self_mask,
@@ -554,6 +594,7 @@ class DeepNMTDecoder(_Stack):
                 cache_index=application,
                 output_attentions=bool(output_attentions),
                 target_padding=attention_mask,
+                drop_cross_attention=drop,
             )
             hidden_states = self.next_input(output, history)
             if all_hidden is not None:
@@ -695,6 +736,16 @@ class DeepNMTModel(DeepNMTPreTrainedModel):
         return out if return_dict is not False else out.to_tuple()
 
 
+@dataclass
+class DeepNMTSeq2SeqLMOutput(Seq2SeqLMOutput):
+    """Seq2SeqLMOutput plus the loss components of collapse-reducing training (present only when computed):
+    `nll_loss` (cross-entropy, mean of the passes), `ddr_loss`, `ald_loss` (unweighted)."""
+
+    nll_loss: torch.FloatTensor | None = None
+    ddr_loss: torch.FloatTensor | None = None
+    ald_loss: torch.FloatTensor | None = None
+
+
 def default_generation_config(config: DeepNMTConfig) -> GenerationConfig:
     """Generation defaults saved as generation_config.json: beam 4, start from pad, stop at eos, never emit pad."""
     return GenerationConfig(
@@ -777,15 +828,14 @@ class DeepNMTForConditionalGeneration(DeepNMTPreTrainedModel, GenerationMixin):
             output_hidden_states=output_hidden_states,
         )
         logits = self.lm_head(outputs.last_hidden_state)
-        loss = None
+        loss = components = None
         if labels is not None:
-            loss = nn.functional.cross_entropy(
-                logits.float().view(-1, logits.shape[-1]),
-                labels.to(logits.device).view(-1),
-                ignore_index=-100,
-                label_smoothing=self.config.label_smoothing,
-            )
-        out = Seq2SeqLMOutput(
+            loss = token_cross_entropy(logits, labels, self.config.label_smoothing)
+            if self.training and (self.config.ddr_loss_weight > 0 or self.config.ald_loss_weight > 0):
+                loss, components = self._collapse_reducing_loss(
+                    loss, logits, outputs, labels, input_ids, attention_mask, decoder_input_ids
+                )
+        out = DeepNMTSeq2SeqLMOutput(
             loss=loss,
             logits=logits,
             past_key_values=outputs.past_key_values,
@@ -795,8 +845,61 @@ class DeepNMTForConditionalGeneration(DeepNMTPreTrainedModel, GenerationMixin):
             encoder_last_hidden_state=outputs.encoder_last_hidden_state,
             encoder_hidden_states=outputs.encoder_hidden_states,
             encoder_attentions=outputs.encoder_attentions,
+            **(components or {}),
         )
         return out if return_dict is not False else out.to_tuple()
+
+    def _collapse_reducing_loss(
+        self,
+        nll: torch.Tensor,
+        logits: torch.Tensor,
+        outputs: Seq2SeqModelOutput,
+        labels: torch.Tensor,
+        input_ids: torch.Tensor | None,
+        attention_mask: torch.Tensor | None,
+        decoder_input_ids: torch.Tensor,
+    ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """CE (mean of the passes) + w_DDR · DDR + w_ALD · ALD (collapse_losses.py, deep-decoder-cad-crt sec. 4)."""
+        config = self.config
+        encoder_outputs = BaseModelOutput(last_hidden_state=outputs.encoder_last_hidden_state)
+        target_tokens = labels.ne(-100)
+        components: dict[str, torch.Tensor] = {}
+        extra = logits.new_zeros((), dtype=torch.float32)
+        if config.ddr_loss_weight > 0:  # a second decoder pass: other dropout and drop-net samples
+            second = self.model(
+                attention_mask=attention_mask,
+                decoder_input_ids=decoder_input_ids,
+                encoder_outputs=encoder_outputs,
+            )
+            logits2 = self.lm_head(second.last_hidden_state)
+            nll = 0.5 * (nll + token_cross_entropy(logits2, labels, config.label_smoothing))
+            components["ddr_loss"] = symmetric_kl(logits, logits2, target_tokens)
+            extra = extra + config.ddr_loss_weight * components["ddr_loss"]
+        if config.ald_loss_weight > 0:
+            if input_ids is None:
+                raise ValueError("ald_loss_weight > 0 needs input_ids (ALD masks source tokens with <unk>)")
+            mask = attention_mask if attention_mask is not None else torch.ones_like(input_ids)
+            special = [
+                i for i in (config.eos_token_id, config.pad_token_id, config.bos_token_id) if i is not None
+            ]
+            special += [config.unk_token_id, config.decoder_start_token_id]
+            ratios = torch.rand(input_ids.shape[0], device=input_ids.device) * config.ald_max_ratio
+            degraded = []
+            for fraction, at_least_one in ((ratios, False), (1.0 - ratios, True)):
+                masked = mask_source_tokens(
+                    input_ids, mask, fraction, config.unk_token_id, special, None, at_least_one
+                )
+                states = self.model(
+                    masked, attention_mask=mask, decoder_input_ids=decoder_input_ids
+                ).last_hidden_state
+                degraded.append(sentence_representation(states, target_tokens))
+            anchor = sentence_representation(outputs.last_hidden_state, target_tokens)
+            components["ald_loss"] = ald_contrastive_loss(
+                anchor, degraded[0], degraded[1], config.ald_temperature
+            )
+            extra = extra + config.ald_loss_weight * components["ald_loss"]
+        components["nll_loss"] = nll.detach()
+        return nll + extra, components
 
 
 class AdminModel(DeepNMTModel):
@@ -849,7 +952,20 @@ class SharedLayersForConditionalGeneration(DeepNMTForConditionalGeneration):
     config_class = SharedLayersConfig
 
 
+class DeepDecoderModel(DeepNMTModel):
+    config_class = DeepDecoderConfig
+
+
+class DeepDecoderForConditionalGeneration(DeepNMTForConditionalGeneration):
+    """Deep-decoder model with cross-attention drop and collapse-reducing losses (`DeepDecoderConfig` defaults)."""
+
+    config_class = DeepDecoderConfig
+
+
 __all__ = [
+    "DeepDecoderForConditionalGeneration",
+    "DeepDecoderModel",
+    "DeepNMTSeq2SeqLMOutput",
     "SharedLayersForConditionalGeneration",
     "SharedLayersModel",
     "DLCLForConditionalGeneration",

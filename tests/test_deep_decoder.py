@@ -1,0 +1,240 @@
+"""Cross-attention drop (CAD) and collapse-reducing training (DDR + ALD)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from factories import EOS, PAD, VOCAB, padded_batch, tiny_model
+from fresh_process import run_without_package
+
+from deep_nmt_hf import DeepDecoderConfig, DeepDecoderForConditionalGeneration
+from deep_nmt_hf.collapse_losses import (
+    ald_contrastive_loss,
+    mask_source_tokens,
+    sentence_representation,
+    symmetric_kl,
+)
+from deep_nmt_hf.folding import fold_to_stock
+
+UNK = 1
+
+
+def count_cross_attention_calls(model) -> list[int]:
+    counts = [0] * len(model.model.decoder.layers)
+    for index, layer in enumerate(model.model.decoder.layers):
+        if layer.encoder_attn is not None and layer.encoder_attn.fn is not None:
+
+            def hook(module, args, output, index=index):
+                counts[index] += 1
+
+            layer.encoder_attn.fn.register_forward_hook(hook)
+    return counts
+
+
+def batch(seed: int = 0) -> dict[str, torch.Tensor]:
+    ids, mask = padded_batch([7, 5, 4], seed=seed)
+    labels = torch.randint(2, VOCAB - 1, (3, 6), generator=torch.Generator().manual_seed(seed))
+    labels[:, -1] = EOS
+    labels[2, 4:] = -100
+    return {"input_ids": ids, "attention_mask": mask, "labels": labels}
+
+
+def test_drop_net_frequency_and_layers_above_always_attend() -> None:
+    torch.manual_seed(0)
+    model = tiny_model(decoder_layers=4, cross_attention_drop_layers=2, cross_attention_drop_rate=0.3).train()
+    counts = count_cross_attention_calls(model)
+    passes = 400
+    with torch.no_grad():
+        for _ in range(passes):
+            model(**batch())
+    for index in (0, 1):  # dropped with probability 0.3, once per forward pass
+        assert counts[index] / passes == pytest.approx(0.7, abs=0.06)
+    assert counts[2] == counts[3] == passes  # above L_dr: always
+
+
+def test_inference_runs_every_cross_attention_and_is_deterministic() -> None:
+    model = tiny_model(decoder_layers=3, cross_attention_drop_layers=3, cross_attention_drop_rate=0.9).eval()
+    counts = count_cross_attention_calls(model)
+    first = model(**batch()).logits
+    assert torch.equal(first, model(**batch()).logits)
+    assert counts == [2, 2, 2]
+
+
+@pytest.mark.parametrize("norm", ["post", "pre"])
+def test_rate_one_layers_hold_no_cross_attention_and_never_run_one(norm: str) -> None:
+    model = tiny_model(
+        decoder_layers=3,
+        cross_attention_drop_layers=2,
+        cross_attention_drop_rate=1.0,
+        layer_norm_position=norm,
+    )
+    names = [n for n, _ in model.named_parameters() if "encoder_attn.fn" in n]
+    assert names and all(n.startswith("model.decoder.layers.2.") for n in names)
+    counts = count_cross_attention_calls(model)
+    model.generate(input_ids=batch()["input_ids"], attention_mask=batch()["attention_mask"], max_new_tokens=4)
+    assert counts[:2] == [0, 0] and counts[2] > 0
+
+
+def test_post_ln_drop_outputs_ln_of_the_input_and_pre_ln_passes_it_through() -> None:
+    x = torch.randn(2, 3, 32)
+    post = tiny_model(decoder_layers=1, cross_attention_drop_layers=1, cross_attention_drop_rate=0.5)
+    sublayer = post.model.decoder.layers[0].encoder_attn
+    torch.testing.assert_close(
+        sublayer(x, skip=True)[0], sublayer.layer_norm(x)
+    )  # LN(Ĥ), the paper's formula
+    pre = tiny_model(
+        decoder_layers=1,
+        layer_norm_position="pre",
+        cross_attention_drop_layers=1,
+        cross_attention_drop_rate=0.5,
+    )
+    assert torch.equal(pre.model.decoder.layers[0].encoder_attn(x, skip=True)[0], x)
+
+
+def test_symmetric_kl_by_hand_and_zero_for_equal_distributions() -> None:
+    a = torch.tensor([[[0.0, math.log(3.0)]]])  # P = (1/4, 3/4)
+    b = torch.tensor([[[0.0, 0.0]]])  # Q = (1/2, 1/2)
+    p, q = torch.tensor([0.25, 0.75]), torch.tensor([0.5, 0.5])
+    expected = 0.5 * ((p * (p / q).log()).sum() + (q * (q / p).log()).sum())
+    torch.testing.assert_close(symmetric_kl(a, b, torch.ones(1, 1, dtype=torch.bool)), expected)
+    assert symmetric_kl(a, a, torch.ones(1, 1, dtype=torch.bool)) == 0
+    mask = torch.tensor([[True, False]])
+    two = torch.cat([a, b], dim=1)
+    torch.testing.assert_close(
+        symmetric_kl(two, torch.cat([b, b], dim=1), mask), expected
+    )  # masked token ignored
+
+
+def test_ddr_is_zero_when_both_passes_agree_and_positive_otherwise() -> None:
+    agree = tiny_model(dropout=0.0, ddr_loss_weight=1.0).train()
+    out = agree(**batch())
+    assert out.ddr_loss.item() == pytest.approx(0.0, abs=1e-10)
+    torch.testing.assert_close(out.loss, out.nll_loss)
+    torch.manual_seed(0)
+    differ = tiny_model(
+        dropout=0.3,
+        ddr_loss_weight=2.0,
+        decoder_layers=3,
+        cross_attention_drop_layers=2,
+        cross_attention_drop_rate=0.5,
+    ).train()
+    out = differ(**batch())
+    assert out.ddr_loss > 0
+    torch.testing.assert_close(out.loss, out.nll_loss + 2.0 * out.ddr_loss)
+
+
+def test_ald_contrastive_loss_by_hand() -> None:
+    anchor = torch.tensor([[1.0, 0.0]])
+    positive = torch.tensor([[1.0, 1.0]])  # cos = 1/√2
+    negative = torch.tensor([[0.0, 1.0]])  # cos = 0
+    tau = 0.1
+    pos, neg = (1 / math.sqrt(2)) / tau, 0.0
+    expected = -math.log(math.exp(pos) / (math.exp(pos) + math.exp(neg)))
+    assert ald_contrastive_loss(anchor, positive, negative, tau).item() == pytest.approx(expected, rel=1e-3)
+    states = torch.tensor([[[1.0, 2.0], [3.0, 4.0], [9.0, 9.0]]])
+    torch.testing.assert_close(
+        sentence_representation(states, torch.tensor([[1, 1, 0]])), torch.tensor([[2.0, 3.0]])
+    )
+
+
+def test_unk_masking_never_touches_special_tokens_or_padding() -> None:
+    ids, mask = padded_batch([12, 9, 4, 2], seed=3)
+    special = [EOS, PAD, UNK]
+    for ratio in (0.0, 0.3, 0.7, 1.0):
+        masked = mask_source_tokens(
+            ids, mask, torch.full((4,), ratio), UNK, special, torch.Generator().manual_seed(1)
+        )
+        changed = masked != ids
+        assert not changed[(ids == EOS) | (ids == PAD) | (mask == 0)].any()
+        assert (masked[changed] == UNK).all()
+        real = (mask.bool() & (ids != EOS)).sum(1)
+        assert changed.sum(1).tolist() == torch.round(ratio * real.float()).long().tolist()
+    one = mask_source_tokens(ids, mask, torch.zeros(4), UNK, special, at_least_one=True)
+    assert ((one != ids).sum(1) == 1).all()  # X⁻ always differs from X
+
+
+def test_ald_loss_term_is_added_in_training_mode_only() -> None:
+    model = tiny_model(ald_loss_weight=0.5, dropout=0.0).train()
+    out = model(**batch())
+    assert out.ald_loss > 0 and out.ddr_loss is None
+    torch.testing.assert_close(out.loss, out.nll_loss + 0.5 * out.ald_loss)
+    model.eval()
+    assert model(**batch()).ald_loss is None
+
+
+def test_extra_losses_reach_the_gradient_under_seq2seq_trainer_with_label_smoothing(tmp_path) -> None:
+    from transformers import Seq2SeqTrainer, Seq2SeqTrainingArguments
+
+    args = Seq2SeqTrainingArguments(
+        output_dir=str(tmp_path),
+        report_to="none",
+        use_cpu=True,
+        per_device_train_batch_size=3,
+        label_smoothing_factor=0.0,
+    )
+    grads = {}
+    for name, weights in (("plain", {}), ("crt", {"ddr_loss_weight": 1.0, "ald_loss_weight": 1.0})):
+        model = tiny_model(seed=1, label_smoothing=0.1, dropout=0.1, **weights).train()
+        trainer = Seq2SeqTrainer(model=model, args=args)
+        torch.manual_seed(5)
+        loss, outputs = trainer.compute_loss(model, batch(), return_outputs=True)
+        if name == "crt":
+            torch.testing.assert_close(loss, outputs.nll_loss + outputs.ddr_loss + outputs.ald_loss)
+            assert outputs.ddr_loss > 0 and outputs.ald_loss > 0
+        loss.backward()
+        grads[name] = model.model.encoder.layers[0].ffn.fn.fc1.weight.grad.clone()
+    assert not torch.allclose(grads["plain"], grads["crt"], atol=1e-6)
+
+
+def test_a_cad_model_folds_exactly() -> None:
+    for norm in ("post", "pre"):
+        model = tiny_model(
+            seed=2,
+            decoder_layers=3,
+            layer_norm_position=norm,
+            cross_attention_drop_layers=1,
+            cross_attention_drop_rate=1.0,
+            ddr_loss_weight=1.0,
+        )
+        stock, report = fold_to_stock(model)
+        assert report.max_abs_logit_diff <= 1e-5 and report.beam_outputs_identical
+        zero = stock.model.decoder.layers[0].encoder_attn.out_proj
+        assert zero.weight.abs().sum() == 0 and zero.bias.abs().sum() == 0
+
+
+def test_bad_deep_decoder_fields_are_rejected() -> None:
+    with pytest.raises(ValueError, match="ald_max_ratio=0.5 must lie in"):
+        DeepDecoderConfig(ald_max_ratio=0.5)
+    with pytest.raises(ValueError, match="cross_attention_drop_layers=99"):
+        DeepDecoderConfig(cross_attention_drop_layers=99)
+    with pytest.raises(ValueError, match="cross_attention_drop_rate=1.5"):
+        DeepDecoderConfig(cross_attention_drop_rate=1.5)
+    with pytest.raises(ValueError, match="cannot be combined with decoder_attention='merged'"):
+        DeepDecoderConfig(decoder_attention="merged")
+    with pytest.raises(ValueError, match="ald_temperature=0"):
+        DeepDecoderConfig(ald_temperature=0)
+
+
+def test_trust_remote_code_load(tmp_path) -> None:
+    config = DeepDecoderConfig.from_preset("tiny", vocab_size=VOCAB, max_position_embeddings=64)
+    model = DeepDecoderForConditionalGeneration(config).eval()
+    model.save_pretrained(tmp_path / "model")
+    ids, mask = padded_batch([5, 3])
+    torch.save({"input_ids": ids, "attention_mask": mask}, tmp_path / "batch.pt")
+    result = run_without_package(
+        """
+import json, torch
+from transformers import AutoModelForSeq2SeqLM
+model = AutoModelForSeq2SeqLM.from_pretrained("model", trust_remote_code=True).eval()
+out = model.generate(**torch.load("batch.pt"), num_beams=3, max_new_tokens=8)
+print(json.dumps({"class": type(model).__name__, "out": out.tolist()}))
+""",
+        tmp_path,
+    )
+    assert result["class"] == "DeepDecoderForConditionalGeneration"
+    assert (
+        result["out"]
+        == model.generate(input_ids=ids, attention_mask=mask, num_beams=3, max_new_tokens=8).tolist()
+    )
