@@ -1,0 +1,159 @@
+"""Shared pieces of the benchmark scripts: provenance, interleaved timing, Multi30k data, result files.
+
+Every result file records the exact command, library versions, the machine (cores, CPU model) and the date.
+Ratios are measured in one run with the sides interleaved (A B A B ...) and reported as medians over repeats.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import platform
+import shlex
+import statistics
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+RESULTS = REPO / "bench" / "results"
+CACHE = REPO / "bench" / ".cache"  # tokenizers and tokenized data; git-ignored
+
+
+def shared_dir() -> Path:
+    """../shared beside the checkout, or $DEEP_NMT_SHARED_DIR."""
+    return Path(os.environ.get("DEEP_NMT_SHARED_DIR", REPO.parent / "shared"))
+
+
+def multi30k_dir() -> Path:
+    path = shared_dir() / "data" / "multi30k"
+    if not path.is_dir():
+        raise SystemExit(f"error: {path} not found: the Multi30k benchmarks need ../shared/data/multi30k")
+    return path
+
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def provenance() -> dict[str, Any]:
+    """Command, versions, machine and date for a result file."""
+    import tokenizers
+    import torch
+    import transformers
+
+    versions = {"python": platform.python_version(), "torch": torch.__version__}
+    versions |= {"transformers": transformers.__version__, "tokenizers": tokenizers.__version__}
+    for name in ("accelerate", "datasets", "sacrebleu", "ctranslate2"):
+        try:
+            versions[name] = __import__(name).__version__
+        except ImportError:
+            continue
+    return {
+        "command": " ".join(shlex.quote(a) for a in [Path(sys.executable).name, *sys.argv]),
+        "versions": versions,
+        "machine": {"cores": os.cpu_count(), "cpu": cpu_model(), "torch_threads": torch.get_num_threads()},
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+    }
+
+
+def write_results(name: str, payload: dict[str, Any], markdown: str | None = None) -> Path:
+    """Write bench/results/NAME.json (payload + provenance) and optionally NAME.md; return the JSON path."""
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    info = provenance()
+    path = RESULTS / f"{name}.json"
+    path.write_text(json.dumps({"provenance": info, **payload}, indent=2, default=str) + "\n")
+    if markdown is not None:
+        header = (
+            f"Command: `{info['command']}`  \n"
+            f"Machine: {info['machine']['cores']} cores, {info['machine']['cpu']}  \n"
+            f"Versions: {', '.join(f'{k} {v}' for k, v in info['versions'].items())}  \n"
+            f"Date: {info['date']}\n\n"
+        )
+        (RESULTS / f"{name}.md").write_text(markdown.rstrip() + "\n\n" + header)
+    return path
+
+
+def interleaved(
+    sides: dict[str, Callable[[], float | None]], repeats: int, warmup: int = 1
+) -> dict[str, dict[str, float]]:
+    """Run every side once per round (A B A B ...), `warmup` untimed rounds first. A side returns its own
+    measured seconds, or None to be timed here. Returns median and all times per side."""
+    times: dict[str, list[float]] = {name: [] for name in sides}
+    for round_index in range(warmup + repeats):
+        for name, run in sides.items():
+            start = time.perf_counter()
+            measured = run()
+            elapsed = measured if measured is not None else time.perf_counter() - start
+            if round_index >= warmup:
+                times[name].append(elapsed)
+    return {name: {"median_s": statistics.median(v), "times_s": v} for name, v in times.items()}
+
+
+def ratio(numerator: float, denominator: float) -> float:
+    return numerator / denominator if denominator else float("nan")
+
+
+def markdown_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    def cell(value: Any) -> str:
+        return f"{value:.3g}" if isinstance(value, float) else str(value)
+
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def multi30k_pairs(
+    split: str, src: str = "en", tgt: str = "de", limit: int | None = None
+) -> list[tuple[str, str]]:
+    """(source, target) sentence pairs of one Multi30k split, read with deep_nmt_hf.data."""
+    from deep_nmt_hf.data import read_parallel_dir
+
+    rows = read_parallel_dir(multi30k_dir(), split, src, tgt)
+    pairs = [(r["translation"][src], r["translation"][tgt]) for r in rows]
+    return pairs[:limit] if limit else pairs
+
+
+def multi30k_tokenizer(vocab_size: int = 8000):
+    """The joint BPE tokenizer of Multi30k train (en+de), trained once and cached in bench/.cache."""
+    from transformers import AutoTokenizer
+
+    from deep_nmt_hf.tokenization import train_tokenizer
+
+    path = CACHE / f"multi30k-bpe{vocab_size}"
+    if (path / "tokenizer.json").exists():
+        return AutoTokenizer.from_pretrained(path)
+    pairs = multi30k_pairs("train")
+    tokenizer = train_tokenizer([s for pair in pairs for s in pair], vocab_size=vocab_size)
+    path.mkdir(parents=True, exist_ok=True)
+    tokenizer.save_pretrained(path)
+    return tokenizer
+
+
+def tokenized_batches(
+    tokenizer, pairs: Sequence[tuple[str, str]], batch_size: int, max_length: int = 64
+) -> list[dict]:
+    """Padded training batches (input_ids, attention_mask, labels with -100 on padding), in order."""
+    batches = []
+    for start in range(0, len(pairs), batch_size):
+        chunk = pairs[start : start + batch_size]
+        enc = tokenizer(
+            [s for s, _ in chunk],
+            text_target=[t for _, t in chunk],
+            padding=True,
+            truncation=True,
+            max_length=max_length,
+            return_tensors="pt",
+        )
+        enc["labels"] = enc["labels"].masked_fill(enc["labels"] == tokenizer.pad_token_id, -100)
+        batches.append(dict(enc))
+    return batches
