@@ -26,6 +26,7 @@ import torch
 from torch import nn
 from transformers import TrainerCallback
 
+from .plots import plot_omegas
 from .residual import AdminOmega
 
 logger = logging.getLogger(__name__)
@@ -124,28 +125,6 @@ def current_omegas(model: nn.Module) -> dict[str, list[float]]:
             for s in sublayers
         ]
     return out
-
-
-def plot_omegas(omegas: dict[str, list[float]], path: str | Path) -> Path:
-    """Save a PNG of ω per sublayer for the encoder and the decoder."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(7, 3.5))
-    for side, values in omegas.items():
-        ax.plot(range(1, len(values) + 1), values, marker="o", markersize=3, label=side)
-    ax.set_xlabel("sublayer i (counted per side)")
-    ax.set_ylabel("ω_i")
-    ax.set_title("ADMIN residual scale ω per sublayer")
-    ax.grid(alpha=0.3)
-    ax.legend()
-    fig.tight_layout()
-    path = Path(path)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
 
 
 def broadcast_omegas(model: nn.Module) -> None:

@@ -139,3 +139,17 @@ def test_bad_dlcl_fields_are_rejected() -> None:
         DLCLConfig(dlcl_window=0)
     with pytest.raises(ValueError, match="dlcl_init='zeros' is not a valid choice"):
         DLCLConfig(dlcl_init="zeros")
+
+
+def test_dlcl_heatmap_is_drawn_and_needs_dlcl(tmp_path) -> None:
+    from deep_nmt_hf.plots import dlcl_weights, plot_dlcl_weights
+
+    model = tiny_model(
+        layer_norm_position="pre", encoder_layer_aggregation="dlcl", decoder_layer_aggregation="dlcl"
+    )
+    weights = dlcl_weights(model)
+    assert set(weights) == {"encoder", "decoder"} and weights["encoder"].shape == (3, 3)
+    path = plot_dlcl_weights(model, tmp_path / "dlcl.png")
+    assert path.read_bytes()[:4] == b"\x89PNG"
+    with pytest.raises(ValueError, match="no DLCL layer aggregation"):
+        dlcl_weights(tiny_model())
