@@ -2,7 +2,8 @@
 
 Importing the package registers every model type with AutoConfig, AutoModel and AutoModelForSeq2SeqLM, and
 marks the classes for auto-class export, so that `save_pretrained` writes `auto_map` and copies the code files
-(a saved model then loads with `trust_remote_code=True` where this package is not installed).
+(a saved model then loads with `trust_remote_code=True` where this package is not installed). It also registers
+`pipeline("translation")`, which transformers 5 removed (translation_pipeline.py).
 """
 
 from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM
@@ -33,6 +34,7 @@ from .modeling_deep_nmt import (
     SharedLayersForConditionalGeneration,
     SharedLayersModel,
 )
+from .translation_pipeline import TranslationPipeline, register_translation_pipeline
 
 __version__ = "0.1.0"
 
@@ -70,6 +72,7 @@ def _register() -> None:
 
 
 _register()
+register_translation_pipeline()
 
 __all__ = [
     "MODEL_TYPES",
@@ -96,4 +99,5 @@ __all__ = [
     "DeepNMTForConditionalGeneration",
     "DeepNMTModel",
     "DeepNMTPreTrainedModel",
+    "TranslationPipeline",
 ]

@@ -1,0 +1,56 @@
+"""`pipeline("translation", ...)` for encoder-decoder models.
+
+transformers 5 removed its "translation" (and "text2text-generation") pipeline tasks (see its MIGRATION_GUIDE_V5,
+"pipelines"). Translation with a seq2seq model is what this project is for, so importing `deep_nmt_hf` registers
+`TranslationPipeline` under the task name "translation" again: `pipeline("translation", model=..., tokenizer=...)`
+then works for our models and for stock ones (MarianMTModel, Pegasus, folded checkpoints) alike and returns
+`[{"translation_text": ...}, ...]` as the old pipeline did. Generation settings (num_beams, max_new_tokens, ...)
+are taken from the call or the pipeline's keyword arguments, else from the model's generation_config.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from transformers import AutoModelForSeq2SeqLM, Pipeline
+from transformers.pipelines import PIPELINE_REGISTRY, REMOVED_TASKS
+
+
+class TranslationPipeline(Pipeline):
+    """Text in, translated text out: tokenize → `model.generate` → decode."""
+
+    _load_processor = False
+    _load_image_processor = False
+    _load_feature_extractor = False
+    _load_tokenizer = True
+
+    def _sanitize_parameters(
+        self, max_length: int | None = None, truncation: bool = True, **generate_kwargs: Any
+    ):
+        preprocess = {"truncation": truncation}
+        if max_length is not None:
+            preprocess["max_length"] = max_length
+        return preprocess, generate_kwargs, {}
+
+    def preprocess(self, text: str, truncation: bool = True, max_length: int | None = None) -> dict:
+        if not isinstance(text, str):
+            raise ValueError(
+                f"the translation pipeline takes strings (or lists of strings), got {type(text).__name__}"
+            )
+        return self.tokenizer(text, truncation=truncation, max_length=max_length, return_tensors="pt")
+
+    def _forward(self, model_inputs: dict, **generate_kwargs: Any) -> dict:
+        return {"output_ids": self.model.generate(**model_inputs, **generate_kwargs)}
+
+    def postprocess(self, model_outputs: dict) -> dict[str, str]:
+        text = self.tokenizer.decode(model_outputs["output_ids"][0], skip_special_tokens=True)
+        return {"translation_text": text.strip()}
+
+
+def register_translation_pipeline() -> None:
+    """Make `pipeline("translation")` available again (idempotent)."""
+    REMOVED_TASKS.pop("translation", None)
+    if "translation" not in PIPELINE_REGISTRY.supported_tasks:
+        PIPELINE_REGISTRY.register_pipeline(
+            "translation", pipeline_class=TranslationPipeline, pt_model=AutoModelForSeq2SeqLM, type="text"
+        )
