@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from factories import SAVED_MODEL_FILES
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
 from deep_nmt_hf.cli import CHOICE_FLAGS, build_parser, main
@@ -83,13 +84,7 @@ def test_top_level_help_lists_subcommands(capsys: pytest.CaptureFixture[str]) ->
 
 # -------------------------------------------------------------------------------------------------------- demo
 def test_demo_end_to_end(demo_dir: Path) -> None:
-    for name in (
-        "config.json",
-        "model.safetensors",
-        "generation_config.json",
-        "tokenizer.json",
-        "metrics.json",
-    ):
+    for name in SAVED_MODEL_FILES:
         assert (demo_dir / name).is_file(), name
     for split in ("train", "valid", "test"):
         assert (demo_dir / "data" / f"{split}.{SRC_LANG}").is_file()

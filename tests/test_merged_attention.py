@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from factories import PAD, VOCAB, padded_batch, tiny_model
+from factories import PAD, VOCAB, padded_batch, stepwise_logits, tiny_model
 from fresh_process import run_without_package
 from transformers import AutoModelForSeq2SeqLM
 
@@ -74,25 +74,12 @@ def test_cached_generation_equals_uncached(norm: str, beams: int) -> None:
 
 
 def test_incremental_logits_equal_the_full_pass_and_the_cache_holds_running_sums() -> None:
-    from transformers.cache_utils import DynamicCache, EncoderDecoderCache
-
     model = tiny_model(seed=5, decoder_attention="merged", decoder_layers=3)
     ids, mask = padded_batch([6, 4])
     target = torch.cat([torch.full((2, 1), PAD), torch.randint(2, VOCAB - 1, (2, 7))], dim=1)
     full = model(input_ids=ids, attention_mask=mask, decoder_input_ids=target).logits
-    encoder_outputs = model.get_encoder()(input_ids=ids, attention_mask=mask)
-    cache = EncoderDecoderCache(DynamicCache(), DynamicCache())
-    steps = []
-    for t in range(target.shape[1]):
-        out = model(
-            encoder_outputs=encoder_outputs,
-            attention_mask=mask,
-            decoder_input_ids=target[:, t : t + 1],
-            past_key_values=cache,
-            use_cache=True,
-        )
-        steps.append(out.logits)
-    torch.testing.assert_close(torch.cat(steps, 1), full, atol=1e-5, rtol=1e-5)
+    steps, cache = stepwise_logits(model, ids, mask, target)
+    torch.testing.assert_close(steps, full, atol=1e-5, rtol=1e-5)
     slots = cache.self_attention_cache.layers
     assert len(slots) == 3 and all(isinstance(s, RunningAverageLayer) for s in slots)
     assert all(s.keys.shape == (2, 32) for s in slots) and cache.get_seq_length() == target.shape[1]

@@ -6,9 +6,8 @@ import copy
 
 import pytest
 import torch
-from factories import EOS, PAD, VOCAB, padded_batch, tiny_config, tiny_model
+from factories import EOS, PAD, VOCAB, padded_batch, stepwise_logits, tiny_config, tiny_model
 from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM, MarianConfig
-from transformers.cache_utils import DynamicCache, EncoderDecoderCache
 from transformers.models.marian.modeling_marian import MarianSinusoidalPositionalEmbedding
 
 import deep_nmt_hf
@@ -80,20 +79,8 @@ def test_incremental_decoding_equals_full_pass(norm: str) -> None:
     ids, mask = padded_batch([6, 4])
     target = torch.cat([torch.full((2, 1), PAD), torch.randint(2, VOCAB - 1, (2, 6))], dim=1)
     full = model(input_ids=ids, attention_mask=mask, decoder_input_ids=target).logits
-    encoder_outputs = model.get_encoder()(input_ids=ids, attention_mask=mask)
-    cache = EncoderDecoderCache(DynamicCache(), DynamicCache())
-    steps = []
-    for t in range(target.shape[1]):
-        out = model(
-            encoder_outputs=encoder_outputs,
-            attention_mask=mask,
-            decoder_input_ids=target[:, t : t + 1],
-            past_key_values=cache,
-            use_cache=True,
-        )
-        cache = out.past_key_values
-        steps.append(out.logits)
-    torch.testing.assert_close(torch.cat(steps, dim=1), full, atol=1e-5, rtol=1e-5)
+    steps, _ = stepwise_logits(model, ids, mask, target)
+    torch.testing.assert_close(steps, full, atol=1e-5, rtol=1e-5)
 
 
 @pytest.mark.parametrize("norm", NORMS)

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import sacrebleu
 import torch
+from factories import SAVED_MODEL_FILES, TINY_SHAPE
 from sacrebleu.metrics import BLEU, CHRF, TER
 from torch import nn
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, EvalPrediction, TrainerControl
@@ -34,16 +35,7 @@ from deep_nmt_hf.training import (
     translate,
 )
 
-TINY = dict(
-    d_model=32,
-    encoder_layers=2,
-    decoder_layers=2,
-    encoder_attention_heads=4,
-    decoder_attention_heads=4,
-    encoder_ffn_dim=64,
-    decoder_ffn_dim=64,
-    dropout=0.0,
-)
+TINY = dict(TINY_SHAPE)
 HYPOTHESES = ["the cat sat on the mat .", "a dog runs in the park", "hello world", "it is raining today ."]
 REFERENCES = ["the cat sat on a mat .", "the dog runs in the park", "hello , world", "today it rains ."]
 
@@ -222,13 +214,7 @@ def test_training_lowers_the_loss(trained: SimpleNamespace) -> None:
 
 def test_output_dir_is_complete_and_loads(trained: SimpleNamespace) -> None:
     out = trained.output_dir
-    for name in (
-        "config.json",
-        "model.safetensors",
-        "generation_config.json",
-        "tokenizer.json",
-        "metrics.json",
-    ):
+    for name in SAVED_MODEL_FILES:
         assert (out / name).is_file(), name
     assert not list(out.glob("checkpoint-*"))
     assert not out.with_name(out.name + ".partial").exists()
