@@ -394,3 +394,19 @@ def test_trainer_logs_the_loss_components_of_a_deep_decoder_model(data_dir: Path
         assert entry["ddr_loss"] > 0 and entry["ald_loss"] > 0 and entry["nll_loss"] > 0
         # the total is the label-smoothed CE plus the weighted extra terms, so it exceeds the CE alone
         assert entry["loss"] > entry["nll_loss"]
+
+
+def test_train_variant_admin_profiles_by_itself(data_dir: Path, tmp_path: Path) -> None:
+    options = TrainingOptions(
+        output_dir=str(tmp_path / "admin"), data_source=data_dir, src_lang=SRC_LANG, tgt_lang=TGT_LANG,
+        variant="admin", vocab_size=400, batch_size=8, learning_rate=1e-3, warmup_steps=1, max_steps=2,
+        num_beams=1, seed=0, disable_tqdm=True, score_valid=False, max_eval_samples=4,
+    )  # fmt: skip
+    train(options, dict(TINY, encoder_layers=4, decoder_layers=2))
+    out = tmp_path / "admin"
+    omegas = json.loads((out / "admin_omega.json").read_text())
+    assert (out / "admin_omega.png").stat().st_size > 0
+    assert omegas["encoder"][0] == 1.0 and omegas["decoder"][0] == 1.0  # the embedding-reading sublayers
+    assert all(value > 1.0 for value in omegas["encoder"][1:])  # ω grows along the residual stream
+    model = AutoModelForSeq2SeqLM.from_pretrained(out)
+    assert model.config.residual_scaling == "admin" and model.config.admin_profiled
