@@ -50,11 +50,12 @@ from transformers import (
     TrainerCallback,
     set_seed,
 )
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, get_last_checkpoint, rotate_checkpoints
 
 from . import MODEL_TYPES, VARIANTS
 from .admin import AdminProfilingCallback
 from .configuration_deep_nmt import DeepNMTConfig
-from .data import DataError, available_splits, load_parallel
+from .data import DataError, ReadReport, available_splits, load_parallel
 from .modeling_deep_nmt import default_generation_config
 from .tokenization import special_token_ids, train_tokenizer
 
@@ -78,6 +79,8 @@ __all__ = [
 ]
 
 METRICS_FILE = "metrics.json"
+SAVING_DIR = ".saving"  # checkpoints are written here, then renamed into the output directory
+TRAIN_SAMPLING = ("group_by_length", "random", "sequential")
 VALID_SPLIT_CANDIDATES = ("valid", "val", "validation", "dev")
 ADAM_BETAS = (0.9, 0.98)
 LOSS_COMPONENTS = ("nll_loss", "ddr_loss", "ald_loss")
@@ -177,14 +180,22 @@ def build_config(
     return config_class(**fields_)
 
 
-def load_split(source: str | os.PathLike[str], split: str, src_lang: str, tgt_lang: str) -> datasets.Dataset:
-    """One split via `data.load_parallel`. A `Path` (or an existing path) never falls back to the Hub."""
+def load_split(
+    source: str | os.PathLike[str],
+    split: str,
+    src_lang: str,
+    tgt_lang: str,
+    report: ReadReport | None = None,
+) -> datasets.Dataset:
+    """One split via `data.load_parallel` (its bad-data policy: DataError naming file and line for undecodable
+    text, empty pairs dropped and counted into `report`). A `Path` (or an existing path) never falls back to
+    the Hub."""
     if isinstance(source, os.PathLike) or Path(source).expanduser().exists():
         path = Path(source).expanduser()
         if not path.exists():
             raise DataError(f"{path}: no such file or directory")
-        return load_parallel(path, split, src_lang, tgt_lang)
-    return load_parallel(str(source), split, src_lang, tgt_lang)
+        return load_parallel(path, split, src_lang, tgt_lang, report=report)
+    return load_parallel(str(source), split, src_lang, tgt_lang, report=report)
 
 
 def _find_valid_split(source: str | os.PathLike[str], src_lang: str, tgt_lang: str) -> str | None:
@@ -209,33 +220,54 @@ def tokenize_dataset(
     tgt_lang: str,
     max_source_length: int = 128,
     max_target_length: int = 128,
+    stats: dict[str, int] | None = None,
 ) -> datasets.Dataset:
     """Map ``{"translation": {src, tgt}}`` rows to ``input_ids``, ``attention_mask`` and ``labels``.
 
     Over-long pairs are truncated (not dropped): the source to `max_source_length` tokens and the target to
-    `max_target_length` tokens, both still ending in ``</s>``.
+    `max_target_length` tokens, both still ending in ``</s>`` (the same ids as the tokenizer's own
+    ``truncation=True``). When `stats` is given, ``stats["truncated_pairs"]`` is set to the number of pairs
+    that were cut on at least one side.
     """
+    eos = tokenizer.eos_token_id
+
+    def cut(rows: list[list[int]], limit: int, flags: list[bool]) -> list[list[int]]:
+        # tokenized with room for one more token: a row longer than `limit` was longer than the limit
+        out = []
+        for index, row in enumerate(rows):
+            if len(row) > limit:
+                flags[index] = True
+                row = row[: limit - 1] + [eos if row[-1] == eos else row[limit - 1]]
+            out.append(row)
+        return out
 
     def encode(batch: dict[str, list]) -> dict[str, list]:
         sources = [pair[src_lang] for pair in batch["translation"]]
         targets = [pair[tgt_lang] for pair in batch["translation"]]
-        if max_source_length == max_target_length:
-            return dict(
-                tokenizer(sources, text_target=targets, truncation=True, max_length=max_source_length)
-            )
-        encoded = dict(tokenizer(sources, truncation=True, max_length=max_source_length))
-        encoded["labels"] = tokenizer(text_target=targets, truncation=True, max_length=max_target_length)[
+        source_ids = tokenizer(sources, truncation=True, max_length=max_source_length + 1)["input_ids"]
+        target_ids = tokenizer(text_target=targets, truncation=True, max_length=max_target_length + 1)[
             "input_ids"
         ]
-        return encoded
+        flags = [False] * len(sources)
+        source_ids = cut(source_ids, max_source_length, flags)
+        target_ids = cut(target_ids, max_target_length, flags)
+        return {
+            "input_ids": source_ids,
+            "attention_mask": [[1] * len(row) for row in source_ids],
+            "labels": target_ids,
+            "_truncated": flags,
+        }
 
-    return dataset.map(
+    tokenized = dataset.map(
         encode,
         batched=True,
         remove_columns=dataset.column_names,
         desc="Tokenizing",
         load_from_cache_file=False,
     )
+    if stats is not None:
+        stats["truncated_pairs"] = int(sum(tokenized["_truncated"]))
+    return tokenized.remove_columns("_truncated")
 
 
 # ------------------------------------------------------------------------------------------------ translation
@@ -355,6 +387,12 @@ class TrainingOptions:
     `score_valid=False`) and `test_split` (when given) are translated and scored. `max_steps`
     > 0 overrides `num_train_epochs`. `eval_steps=None` evaluates only once, at the end. `tokenizer_dir` loads
     a saved tokenizer instead of training a BPE tokenizer of `vocab_size` on the training split.
+
+    `batch_size` is per process: under `accelerate launch` / torchrun with W processes one optimizer step
+    sees a global batch of W × `batch_size` sentence pairs. `train_sampling` is the Trainer's sampler:
+    ``group_by_length`` (default; batches of similar length, less padding) or ``random`` / ``sequential``
+    (then W processes × `batch_size` see exactly the pairs one process sees with W × `batch_size`).
+    `divergence_factor` and `skip_nonfinite_batches` configure the `DivergenceCallback`.
     """
 
     output_dir: str
@@ -392,6 +430,9 @@ class TrainingOptions:
     resume: bool = False
     keep_checkpoints: bool = False
     disable_tqdm: bool | None = None
+    train_sampling: str = "group_by_length"
+    divergence_factor: float | None = None
+    skip_nonfinite_batches: int = 0
 
     def __post_init__(self) -> None:
         positive = ("vocab_size", "max_source_length", "max_target_length", "batch_size", "save_steps")
@@ -412,20 +453,43 @@ class TrainingOptions:
             raise ValueError("give max_steps > 0 or num_train_epochs > 0")
         if not 0.0 <= self.label_smoothing < 1.0:
             raise ValueError(f"label_smoothing={self.label_smoothing} must lie in [0, 1)")
+        if self.train_sampling not in TRAIN_SAMPLING:
+            raise ValueError(f"train_sampling={self.train_sampling!r}; valid: {', '.join(TRAIN_SAMPLING)}")
+        if self.divergence_factor is not None and not self.divergence_factor > 1.0:
+            raise ValueError(
+                f"divergence_factor={self.divergence_factor} must be > 1 (or None: no spike check)"
+            )
+        if isinstance(self.skip_nonfinite_batches, bool) or self.skip_nonfinite_batches < 0:
+            raise ValueError(
+                f"skip_nonfinite_batches={self.skip_nonfinite_batches!r} must be an integer >= 0"
+            )
 
 
 class DeepNMTTrainer(Seq2SeqTrainer):
-    """`Seq2SeqTrainer` that also logs the model's loss components.
+    """`Seq2SeqTrainer` with token-exact loss scaling, a per-step divergence guard, atomic checkpoints and
+    logging of the model's loss components.
 
-    Models with collapse-reducing losses (deep-decoder-cad-crt eq. 9-11) return `nll_loss`, `ddr_loss` and
-    `ald_loss` next to the total `loss`; every training log line then carries each component's mean over the
-    steps since the previous log line, under those names. Everything else is the stock Trainer.
+    - Loss scaling: the model returns the mean over its batch's target tokens. Under several processes (or
+      gradient accumulation) the Trainer passes `num_items_in_batch`, the target tokens of the whole global
+      batch; the loss is rescaled by (local tokens / global tokens) so that the summed gradient equals the
+      gradient of the token mean over the global batch — the same as one process with the whole batch.
+    - Divergence guard: every training micro-batch's loss is handed to the `DivergenceCallback` among the
+      callbacks (if any); a batch it decides to skip contributes a zero gradient.
+    - Checkpoints are written into ``<output_dir>/.saving/checkpoint-N`` and renamed to
+      ``<output_dir>/checkpoint-N`` only when every file (and every rank's RNG state) is written, so a crash
+      mid-save never leaves a ``checkpoint-N`` that `--resume` or `from_pretrained` would take for complete.
+    - Models with collapse-reducing losses (deep-decoder-cad-crt eq. 9-11) return `nll_loss`, `ddr_loss` and
+      `ald_loss` next to the total `loss`; every training log line then carries each component's mean over
+      the steps since the previous log line, under those names.
     """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._component_sums: dict[str, float] = {}
         self._component_counts: dict[str, int] = {}
+        self._saving_into: Path | None = None
+        guards = [cb for cb in self.callback_handler.callbacks if isinstance(cb, DivergenceCallback)]
+        self.divergence: DivergenceCallback | None = guards[0] if guards else None
 
     def compute_loss(
         self,
@@ -434,9 +498,26 @@ class DeepNMTTrainer(Seq2SeqTrainer):
         return_outputs: bool = False,
         num_items_in_batch: Any = None,
     ) -> Any:
+        labels = inputs.get("labels")
         loss, outputs = super().compute_loss(
             model, inputs, return_outputs=True, num_items_in_batch=num_items_in_batch
         )
+        if (
+            num_items_in_batch is not None
+            and self.model_accepts_loss_kwargs  # the Trainer then treats the loss as a sum / global tokens
+            and labels is not None
+            and self.compute_loss_func is None
+        ):
+            # the model's loss is a mean over this batch's tokens: make it (sum over this batch) / (tokens of
+            # the global batch); the Trainer multiplies by the world size and DDP averages the gradients
+            local_tokens = labels.ne(-100).sum().to(loss.device)
+            loss = loss * (local_tokens / torch.as_tensor(num_items_in_batch, device=loss.device))
+        if model.training and self.divergence is not None:
+            raw = outputs.get("loss") if hasattr(outputs, "get") else None
+            if raw is not None and self.divergence.observe(raw):
+                # skip this batch: a zero loss that still reaches every parameter, so that DDP's gradient
+                # all-reduce sees the same parameters on every rank
+                loss = sum((p.sum() * 0.0 for p in model.parameters() if p.requires_grad), loss.new_zeros(()))
         if model.training and hasattr(outputs, "get"):
             for name in LOSS_COMPONENTS:
                 value = outputs.get(name)
@@ -444,6 +525,41 @@ class DeepNMTTrainer(Seq2SeqTrainer):
                     self._component_sums[name] = self._component_sums.get(name, 0.0) + float(value.detach())
                     self._component_counts[name] = self._component_counts.get(name, 0) + 1
         return (loss, outputs) if return_outputs else loss
+
+    def _get_output_dir(self, trial: Any) -> str:
+        if self._saving_into is not None:
+            return str(self._saving_into)
+        return super()._get_output_dir(trial)
+
+    def _save_checkpoint(self, model: torch.nn.Module, trial: Any) -> None:
+        """The Trainer's checkpoint, written into ``.saving/`` and renamed into place when complete."""
+        run_dir = Path(super()._get_output_dir(trial))
+        scratch = run_dir / SAVING_DIR
+        name = f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}"
+        if self.args.should_save:
+            shutil.rmtree(scratch, ignore_errors=True)  # leftovers of a crash mid-save
+            scratch.mkdir(parents=True, exist_ok=True)
+        self.accelerator.wait_for_everyone()
+        self._saving_into = scratch
+        try:
+            super()._save_checkpoint(model, trial)
+        finally:
+            self._saving_into = None
+        self.accelerator.wait_for_everyone()  # every rank has written its part (RNG state, shards)
+        if self.args.should_save:
+            target = run_dir / name
+            if target.exists():
+                shutil.rmtree(target)
+            _fsync_tree(scratch / name)
+            os.replace(scratch / name, target)
+            shutil.rmtree(scratch, ignore_errors=True)
+            rotate_checkpoints(
+                output_dir=str(run_dir),
+                save_total_limit=self.args.save_total_limit,
+                best_model_checkpoint=self.state.best_model_checkpoint,
+                use_mtime=True,
+            )
+        self.accelerator.wait_for_everyone()
 
     def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
         if "loss" in logs and self._component_counts:
@@ -455,20 +571,108 @@ class DeepNMTTrainer(Seq2SeqTrainer):
 
 
 class TrainingDivergedError(RuntimeError):
-    """The training loss became NaN or infinite."""
+    """The training loss became NaN or infinite, or spiked beyond the divergence factor."""
+
+
+def _fsync_tree(directory: Path) -> None:
+    """Flush every file under `directory` to disk (so that a rename publishes complete files)."""
+    for path in directory.rglob("*"):
+        if path.is_file():
+            with contextlib.suppress(OSError), open(path, "rb") as handle:
+                os.fsync(handle.fileno())
 
 
 class DivergenceCallback(TrainerCallback):
-    """Stops training as soon as a logged training loss is NaN or infinite (recorded in `diverged_at`)."""
+    """Divergence guard: stops training on a NaN / inf loss or a loss spike, or skips isolated bad batches.
 
-    def __init__(self) -> None:
+    Checked at every optimizer step (not only at logging steps), on the loss of every training micro-batch
+    (`DeepNMTTrainer.compute_loss` calls `observe`); under several processes the per-step numbers are summed
+    over the ranks (one small all-reduce per step), so every rank takes the same decision.
+
+    - A non-finite loss stops training at that step, unless `max_skipped` > 0: then the batch contributes a
+      zero gradient (the optimizer still steps, with the momentum it has) and is counted in `skipped`
+      (step numbers); the (max_skipped + 1)-th bad batch stops training.
+    - With `factor` set, a step whose mean loss exceeds `factor` × the mean of the previous `window` step
+      losses (once at least `min_history` are known) stops training.
+
+    On a stop `diverged_at` = (step, loss) and `reason` are set, and `control.should_save` is cleared so the
+    diverged weights are never written as a checkpoint. A NaN / inf logged loss (`on_log`) also stops.
+    """
+
+    def __init__(
+        self, factor: float | None = None, max_skipped: int = 0, window: int = 20, min_history: int = 5
+    ) -> None:
+        if factor is not None and not factor > 1.0:
+            raise ValueError(f"divergence_factor={factor} must be > 1 (or None to disable spike detection)")
+        if max_skipped < 0:
+            raise ValueError(f"skip_nonfinite_batches={max_skipped} must be >= 0")
+        self.factor = factor
+        self.max_skipped = max_skipped
+        self.window = window
+        self.min_history = min_history
         self.diverged_at: tuple[int, float] | None = None
+        self.reason: str | None = None
+        self.skipped: list[int] = []
+        self._recent: list[float] = []
+        self._sum = 0.0
+        self._count = 0
+        self._bad = 0
+
+    def observe(self, loss: torch.Tensor) -> bool:
+        """Record one training micro-batch's loss; True when that batch must be skipped (zero gradient)."""
+        value = float(loss.detach().float())
+        if not math.isfinite(value):
+            self._bad += 1
+            return self.max_skipped > 0
+        self._sum += value
+        self._count += 1
+        return False
+
+    def _stop(self, control: Any, step: int, loss: float, reason: str) -> None:
+        self.diverged_at = (step, loss)
+        self.reason = reason
+        control.should_training_stop = True
+        control.should_save = False
+        control.should_evaluate = False
+
+    def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        totals = [self._sum, float(self._count), float(self._bad)]
+        self._sum, self._count, self._bad = 0.0, 0, 0
+        if torch.distributed.is_available() and torch.distributed.is_initialized():
+            device = getattr(args, "device", None) or torch.device("cpu")
+            tensor = torch.tensor(totals, dtype=torch.float64, device=device)
+            torch.distributed.all_reduce(tensor)
+            totals = tensor.tolist()
+        loss_sum, count, bad = totals
+        step = state.global_step
+        if bad:
+            if len(self.skipped) + 1 > self.max_skipped:
+                allowed = f" (after {len(self.skipped)} skipped bad batches)" if self.skipped else ""
+                self._stop(control, step, float("nan"), f"non-finite (NaN / inf) training loss{allowed}")
+            else:
+                self.skipped.append(step)
+                logger.warning("step %d: non-finite training loss; batch skipped (zero gradient)", step)
+            return
+        if not count:
+            return
+        mean = loss_sum / count
+        if self.factor is not None and len(self._recent) >= self.min_history:
+            reference = sum(self._recent) / len(self._recent)
+            if mean > self.factor * reference:
+                self._stop(
+                    control,
+                    step,
+                    mean,
+                    f"loss spike: {mean:.4g} > divergence_factor {self.factor} x {reference:.4g} (mean of the "
+                    f"previous {len(self._recent)} steps)",
+                )
+                return
+        self._recent = (self._recent + [mean])[-self.window :]
 
     def on_log(self, args: Any, state: Any, control: Any, logs: dict | None = None, **kwargs: Any) -> None:
         loss = (logs or {}).get("loss")
-        if isinstance(loss, (int, float)) and not math.isfinite(loss):
-            self.diverged_at = (state.global_step, float(loss))
-            control.should_training_stop = True
+        if isinstance(loss, (int, float)) and not math.isfinite(loss) and self.diverged_at is None:
+            self._stop(control, state.global_step, float(loss), "non-finite (NaN / inf) logged training loss")
 
 
 def _partial_dir(output_dir: Path) -> Path:
@@ -570,9 +774,11 @@ def _model_summary(model: PreTrainedModel) -> dict[str, Any]:
 
 
 def _load_training_data(
-    options: TrainingOptions,
+    options: TrainingOptions, report: ReadReport | None = None
 ) -> tuple[datasets.Dataset, datasets.Dataset | None, str | None]:
-    train_set = load_split(options.data_source, options.train_split, options.src_lang, options.tgt_lang)
+    train_set = load_split(
+        options.data_source, options.train_split, options.src_lang, options.tgt_lang, report=report
+    )
     valid_split = options.valid_split
     if valid_split is None:
         valid_split = _find_valid_split(options.data_source, options.src_lang, options.tgt_lang)
@@ -621,12 +827,23 @@ def train(
 
     All inputs are checked before anything is written. With `staging_dir` the caller owns the staging
     directory (see `staged_output_dir`) and the final rename; otherwise `train` stages by itself.
+
+    Several processes (`accelerate launch`, torchrun: WORLD_SIZE > 1 in the environment): every rank checks
+    the output directory and loads the data; rank 0 trains the tokenizer and broadcasts it (so all ranks hold
+    the same one); the Trainer shards the data (global batch = world size × `batch_size`); at the end every
+    rank takes part in saving the model (needed for FSDP / DeepSpeed), then rank 0 alone reloads it, scores,
+    writes ``metrics.json`` and renames the staging directory. The output directory must be on a file
+    system all ranks share. Non-zero ranks return ``{"process_index": rank, "global_step": ...}``.
     """
     config_overrides = dict(config_overrides or {})
     config_class, model_class = resolve_variant(options.variant)
+    distributed = _init_distributed()
     if staging_dir is None:
         _check_output_dir(options)
-    train_set, valid_set, valid_split = _load_training_data(options)
+    if distributed is not None:
+        distributed.wait_for_everyone()  # all ranks checked the output dir before rank 0 creates the staging dir
+    report = ReadReport()
+    train_set, valid_set, valid_split = _load_training_data(options, report)
     test_set = None
     if options.test_split is not None:
         test_set = load_split(options.data_source, options.test_split, options.src_lang, options.tgt_lang)
@@ -634,14 +851,20 @@ def train(
     if options.tokenizer_dir is not None:
         tokenizer = AutoTokenizer.from_pretrained(options.tokenizer_dir)
     else:
-        pairs = train_set["translation"]
-        texts = [pair[lang] for pair in pairs for lang in (options.src_lang, options.tgt_lang)]
-        longest = max(options.max_source_length, options.max_target_length)
-        tokenizer = train_tokenizer(
-            texts,
-            vocab_size=options.vocab_size,
-            model_max_length=config_overrides.get("max_position_embeddings", max(256, longest)),
-        )
+        tokenizer = None
+        if distributed is None or distributed.is_main_process:
+            pairs = train_set["translation"]
+            texts = [pair[lang] for pair in pairs for lang in (options.src_lang, options.tgt_lang)]
+            longest = max(options.max_source_length, options.max_target_length)
+            tokenizer = train_tokenizer(
+                texts,
+                vocab_size=options.vocab_size,
+                model_max_length=config_overrides.get("max_position_embeddings", max(256, longest)),
+            )
+        if distributed is not None:
+            holder = [tokenizer]
+            torch.distributed.broadcast_object_list(holder, src=0)
+            tokenizer = holder[0]
     if options.preset is not None:
         presets = getattr(config_class, "PRESETS", {})
         if options.preset not in presets:
@@ -659,24 +882,31 @@ def train(
         **config_overrides,
     )
 
-    if staging_dir is None:
-        with staged_output_dir(
-            options.output_dir, overwrite=options.overwrite, resume=options.resume
-        ) as staging:
-            return _train_in(
-                options, staging, config, model_class, tokenizer, train_set, valid_set, valid_split, test_set
-            )
-    return _train_in(
-        options,
-        Path(staging_dir),
-        config,
-        model_class,
-        tokenizer,
-        train_set,
-        valid_set,
-        valid_split,
-        test_set,
-    )
+    inputs = (config, model_class, tokenizer, train_set, valid_set, valid_split, test_set, report)
+    if staging_dir is not None:
+        return _train_in(options, Path(staging_dir), *inputs)
+    if distributed is not None and not distributed.is_main_process:
+        staging = _partial_dir(Path(options.output_dir).expanduser().absolute())
+        distributed.wait_for_everyone()  # rank 0 has created (or cleaned) the staging dir
+        return _train_in(options, staging, *inputs)
+    with staged_output_dir(options.output_dir, overwrite=options.overwrite, resume=options.resume) as staging:
+        if distributed is not None:
+            distributed.wait_for_everyone()
+        return _train_in(options, staging, *inputs)
+
+
+def _init_distributed() -> Any:
+    """accelerate's `PartialState` when launched with several processes (WORLD_SIZE > 1), else None.
+
+    Initializes the process group the way the Trainer would (nccl on GPUs, gloo on CPU), early, so that the
+    ranks can agree on the output directory and the tokenizer before the Trainer exists.
+    """
+    if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
+        return None
+    from accelerate import PartialState
+
+    state = PartialState(cpu=not torch.cuda.is_available())
+    return state if state.num_processes > 1 else None
 
 
 def _train_in(
@@ -689,15 +919,24 @@ def _train_in(
     valid_set: datasets.Dataset | None,
     valid_split: str | None,
     test_set: datasets.Dataset | None,
+    report: ReadReport | None = None,
 ) -> dict[str, Any]:
     final = Path(options.output_dir).expanduser().absolute()
+    resume_from = get_last_checkpoint(str(staging)) if options.resume and staging.is_dir() else None
+    if resume_from is not None and config.residual_scaling == "admin":
+        # ω is in the checkpoint's weights: do not profile again over them
+        saved = json.loads((Path(resume_from) / "config.json").read_text(encoding="utf-8"))
+        config.admin_profiled = bool(saved.get("admin_profiled", config.admin_profiled))
     set_seed(options.seed)
     model = model_class(config)
     model.generation_config = default_generation_config(config)
     model.generation_config.num_beams = options.num_beams
 
     lengths = (options.max_source_length, options.max_target_length)
-    train_tokens = tokenize_dataset(train_set, tokenizer, options.src_lang, options.tgt_lang, *lengths)
+    token_stats: dict[str, int] = {}
+    train_tokens = tokenize_dataset(
+        train_set, tokenizer, options.src_lang, options.tgt_lang, *lengths, stats=token_stats
+    )
     eval_tokens = eval_refs = None
     if valid_set is not None:
         eval_subset = valid_set
@@ -721,7 +960,7 @@ def _train_in(
         label_smoothing_factor=0.0,  # label smoothing is in the model's loss (config.label_smoothing)
         max_steps=options.max_steps,
         num_train_epochs=options.num_train_epochs,
-        train_sampling_strategy="group_by_length",  # 4.x: group_by_length=True
+        train_sampling_strategy=options.train_sampling,  # 4.x: group_by_length=True
         activation_checkpointing=options.gradient_checkpointing,  # 4.x: gradient_checkpointing
         eval_strategy="steps" if evaluate_during else "no",
         eval_steps=options.eval_steps if evaluate_during else None,
@@ -742,10 +981,12 @@ def _train_in(
         disable_tqdm=options.disable_tqdm,
         dataloader_num_workers=0,
     )
-    divergence = DivergenceCallback()
+    divergence = DivergenceCallback(options.divergence_factor, options.skip_nonfinite_batches)
     callbacks: list[TrainerCallback] = [divergence]
     if config.residual_scaling == "admin":
-        callbacks.append(AdminProfilingCallback(seed=options.seed))
+        # rank 0 profiles on the first global batch: the same ω for any number of processes
+        profile_size = options.batch_size * args.world_size
+        callbacks.append(AdminProfilingCallback(batch_size=profile_size, seed=options.seed))
     trainer = DeepNMTTrainer(
         model=model,
         args=args,
@@ -756,16 +997,30 @@ def _train_in(
         compute_metrics=make_compute_metrics(tokenizer, eval_refs) if evaluate_during else None,
         callbacks=callbacks,
     )
-    resume = options.resume and _has_checkpoints(staging)
-    train_output = trainer.train(resume_from_checkpoint=True if resume else None)
+    train_output = trainer.train(resume_from_checkpoint=resume_from)
     if divergence.diverged_at is not None:
         step, loss = divergence.diverged_at
+        last_good = get_last_checkpoint(str(staging))
+        kept = (
+            f"the last good checkpoint is {last_good} (kept; continue with --resume, e.g. after lowering the "
+            "learning rate)"
+            if last_good
+            else "no checkpoint was written before it"
+        )
         raise TrainingDivergedError(
-            f"training diverged at step {step} (loss={loss}); try a lower learning rate, more warmup, "
-            "pre-LN or a residual-scaling variant"
+            f"training diverged at step {step}: {divergence.reason} (loss={loss}); {kept}; try a lower "
+            "learning rate, more warmup, pre-LN or a residual-scaling variant"
         )
 
-    model = trainer.model
+    if trainer.args.world_size > 1:
+        # every rank takes part in gathering the weights (FSDP / DeepSpeed); only rank 0 writes
+        trainer.save_model(str(staging))
+        if not trainer.is_world_process_zero():
+            return {"process_index": trainer.args.process_index, "global_step": trainer.state.global_step}
+        model = model_class.from_pretrained(staging)
+        model.generation_config = trainer.model.generation_config
+    else:
+        model = trainer.model
     model.config.use_cache = True  # the Trainer sets it to args.use_cache (False) for training
     scores: dict[str, dict[str, Any]] = {}
     final_splits = [(options.test_split, test_set)]
@@ -776,6 +1031,7 @@ def _train_in(
             logger.info("scoring split %r (%d sentences, beam %d)", split, len(dataset), options.num_beams)
             scores[split] = _score_split(model, tokenizer, dataset, options)
 
+    shutil.rmtree(staging / SAVING_DIR, ignore_errors=True)
     if not options.keep_checkpoints:
         for checkpoint in staging.glob("checkpoint-*"):
             shutil.rmtree(checkpoint)
@@ -788,6 +1044,8 @@ def _train_in(
     if runtime and tokens_seen:
         train_metrics["train_source_tokens_per_second"] = round(tokens_seen / runtime, 1)
         train_metrics["num_input_tokens_seen"] = int(tokens_seen)
+    train_metrics["skipped_nonfinite_batches"] = len(divergence.skipped)
+    train_metrics["skipped_nonfinite_steps"] = list(divergence.skipped)
     losses = [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]
     headline_split = options.test_split if options.test_split in scores else valid_split
     hyperparameters = {
@@ -798,7 +1056,10 @@ def _train_in(
         adam_betas=list(ADAM_BETAS),
         weight_decay=0.0,
         lr_scheduler="inverse_sqrt",
-        train_sampling_strategy="group_by_length",
+        train_sampling_strategy=options.train_sampling,
+        world_size=trainer.args.world_size,
+        distributed_type=str(trainer.accelerator.distributed_type.value),
+        global_batch_size=options.batch_size * trainer.args.world_size,
     )
     record: dict[str, Any] = {
         "task": "translation",
@@ -809,6 +1070,14 @@ def _train_in(
         "valid_split": valid_split,
         "test_split": options.test_split,
         "num_train_examples": len(train_set),
+        "data": {
+            "train_pairs_read": report.total if report is not None else len(train_set),
+            "train_pairs_dropped_empty": report.dropped if report is not None else 0,
+            "train_first_dropped_line": report.first_dropped if report is not None else None,
+            "train_pairs_truncated": token_stats.get("truncated_pairs", 0),
+            "max_source_length": options.max_source_length,
+            "max_target_length": options.max_target_length,
+        },
         "eval_split": headline_split,
     }
     if headline_split is not None:

@@ -1,0 +1,175 @@
+"""Several processes on CPU (gloo) and gradient checkpointing.
+
+The 2-process runs go through the real entry point: ``accelerate launch --config_file
+examples/accelerate/<config> -m deep_nmt_hf.cli train ...`` in a subprocess, compared with one process
+running the same `train` with the same global batch (2 × 4 = 8 pairs). The sampler is ``random`` (seeded, the
+same permutation in every process; accelerate hands rank r the r-th per-device slice of each global batch),
+so both runs see the same pairs in the same global batches. ``group_by_length`` forms its mega-batches from
+the per-device batch size, so its order legitimately differs between 1 × 8 and 2 × 4.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from deep_nmt_hf import VARIANTS, cli, training
+from deep_nmt_hf.data import write_parallel_dir
+from deep_nmt_hf.synthetic import SRC_LANG, TGT_LANG, demo_splits
+from deep_nmt_hf.training import resolve_variant
+
+REPO = Path(__file__).resolve().parents[1]
+CONFIGS = REPO / "examples" / "accelerate"
+STEPS = 4
+# ADMIN (profiled ω, broadcast from rank 0) + DLCL on both sides; dropout 0 so that the runs are comparable
+MODEL_FLAGS = [
+    "--variant", "admin", "--encoder-layer-aggregation", "dlcl", "--decoder-layer-aggregation", "dlcl",
+    "--d-model", "32", "--encoder-layers", "2", "--decoder-layers", "2", "--heads", "4", "--ffn-dim", "64",
+    "--dropout", "0", "--attention-dropout", "0", "--activation-dropout", "0",
+]  # fmt: skip
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    directory = tmp_path_factory.mktemp("ddp-data")  # train split only: no scoring at the end
+    write_parallel_dir(
+        demo_splits(train=64, valid=1, test=1, seed=7)["train"], directory, "train", SRC_LANG, TGT_LANG
+    )
+    return directory
+
+
+def _train_args(data_dir: Path, out: Path, batch_size: int, *extra: str) -> list[str]:
+    return [
+        "train", "--data-dir", str(data_dir), "--src-lang", SRC_LANG, "--tgt-lang", TGT_LANG,
+        "--output-dir", str(out), "--vocab-size", "200", *MODEL_FLAGS, "--batch-size", str(batch_size),
+        "--max-steps", str(STEPS), "--logging-steps", "1", "--save-steps", "2", "--warmup-steps", "1",
+        "--lr", "1e-3", "--train-sampling", "random", "--num-beams", "1", "--no-progress", *extra,
+    ]  # fmt: skip
+
+
+def _launch(config: str, args: list[str], tmp_path: Path) -> subprocess.CompletedProcess:
+    command = [
+        sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(CONFIGS / config),
+        "--main_process_port", str(_free_port()), "-m", "deep_nmt_hf.cli", *args,
+    ]  # fmt: skip
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
+    result = subprocess.run(command, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result
+
+
+class _Recording(training.DeepNMTTrainer):
+    last = None
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        _Recording.last = self
+
+
+@pytest.fixture(scope="module")
+def one_process(data_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The reference: one process, batch 8, through the CLI, with --gradient-checkpointing."""
+    out = tmp_path_factory.mktemp("one") / "model"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(training, "DeepNMTTrainer", _Recording)
+        assert cli.main(_train_args(data_dir, out, 8, "--gradient-checkpointing")) == 0
+    model = _Recording.last.model
+    assert model.model.encoder.gradient_checkpointing and model.model.decoder.gradient_checkpointing
+    return out
+
+
+def _losses(out: Path) -> list[float]:
+    record = json.loads((out / "metrics.json").read_text())
+    return [entry["loss"] for entry in record["log_history"] if "loss" in entry]
+
+
+def assert_same_training(reference: Path, other: Path) -> None:
+    """Same logged losses (rel 1e-5) and the same final weights (rel 1e-5 of each tensor's max |value|).
+
+    k_proj biases are left out of the weight check: their gradient is exactly zero in exact arithmetic
+    (softmax is invariant to a per-query constant), so what Adam makes of them is normalised rounding noise
+    (|value| < 1e-3 in both runs, checked)."""
+    assert _losses(other) == pytest.approx(_losses(reference), rel=1e-5)
+    assert len(_losses(reference)) == STEPS
+    a, b = load_file(reference / "model.safetensors"), load_file(other / "model.safetensors")
+    assert a.keys() == b.keys()
+    for name in a:
+        if name.endswith("k_proj.bias"):
+            assert a[name].abs().max() < 1e-3 and b[name].abs().max() < 1e-3
+            continue
+        scale = a[name].abs().max().clamp_min(1e-12)
+        assert ((a[name] - b[name]).abs().max() / scale).item() < 1e-5, name
+    assert (reference / "tokenizer.json").read_text() == (other / "tokenizer.json").read_text()
+
+
+def test_ddp_two_processes_match_one_process_with_the_same_global_batch(
+    data_dir: Path, one_process: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "ddp"
+    _launch("cpu_ddp_2proc.yaml", _train_args(data_dir, out, 4), tmp_path)
+    assert_same_training(one_process, out)
+    record = json.loads((out / "metrics.json").read_text())
+    assert record["hyperparameters"]["world_size"] == 2
+    assert record["hyperparameters"]["global_batch_size"] == 8
+    assert record["hyperparameters"]["distributed_type"] == "MULTI_GPU"  # accelerate's name for DDP
+    # rank 0 profiled ω on the first global batch and broadcast it: equal to the one-process profile
+    omega = json.loads((out / "admin_omega.json").read_text())
+    assert omega == json.loads((one_process / "admin_omega.json").read_text()) and omega["encoder"][-1] > 1.0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ddp"]  # no .partial, no per-rank leftovers
+
+
+def test_fsdp_two_processes_on_cpu_match_one_process(
+    data_dir: Path, one_process: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "fsdp"
+    _launch("cpu_fsdp_2proc.yaml", _train_args(data_dir, out, 4), tmp_path)
+    record = json.loads((out / "metrics.json").read_text())
+    assert record["hyperparameters"]["distributed_type"] == "FSDP"
+    assert_same_training(one_process, out)
+
+
+# ------------------------------------------------------------------------------------ gradient checkpointing
+def _variant_model(name: str) -> torch.nn.Module:
+    config_class, model_class = resolve_variant(name)
+    fields = dict(
+        vocab_size=48, pad_token_id=47, eos_token_id=0, decoder_start_token_id=47, d_model=32,
+        encoder_layers=3, decoder_layers=2, encoder_attention_heads=4, decoder_attention_heads=4,
+        encoder_ffn_dim=64, decoder_ffn_dim=64, max_position_embeddings=64, dropout=0.1,
+    )  # fmt: skip
+    torch.manual_seed(0)
+    return model_class(config_class(**fields)).train()
+
+
+@pytest.mark.parametrize("name", sorted(VARIANTS))
+def test_gradient_checkpointing_gives_the_same_gradients_on_every_variant(name: str) -> None:
+    generator = torch.Generator().manual_seed(1)
+    ids = torch.randint(2, 46, (3, 7), generator=generator)
+    ids[:, -1] = 0
+    labels = torch.randint(2, 46, (3, 6), generator=generator)
+    labels[:, -1] = 0
+    grads = []
+    for checkpointing in (False, True):
+        model = _variant_model(name)
+        if checkpointing:
+            model.gradient_checkpointing_enable()
+        torch.manual_seed(5)  # dropout (and drop-net) masks: recomputation replays the RNG state
+        loss = model(input_ids=ids, attention_mask=torch.ones_like(ids), labels=labels).loss
+        loss.backward()
+        grads.append({n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None})
+    assert grads[0].keys() == grads[1].keys() and grads[0]
+    for n in grads[0]:  # tolerance 1e-5 relative (atol 1e-7)
+        torch.testing.assert_close(grads[1][n], grads[0][n], rtol=1e-5, atol=1e-7, msg=n)
