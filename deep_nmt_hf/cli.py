@@ -194,6 +194,25 @@ def _add_train_flags(parser: argparse.ArgumentParser) -> None:
     run.add_argument("--overwrite", action="store_true", help="replace an existing output directory")
     run.add_argument("--resume", action="store_true", help="continue from the checkpoints of a failed run")
     run.add_argument("--keep-checkpoints", action="store_true", help="keep checkpoint-* dirs in the output")
+    run.add_argument(
+        "--train-sampling",
+        default="group_by_length",
+        choices=("group_by_length", "random", "sequential"),
+        help="training sampler; --batch-size is per process (global batch = processes x --batch-size)",
+    )
+    run.add_argument(
+        "--divergence-factor",
+        type=float,
+        help="stop when a step's loss exceeds this factor x the mean of the previous 20 steps (> 1)",
+    )
+    run.add_argument(
+        "--skip-nonfinite-batches",
+        type=int,
+        default=0,
+        metavar="N",
+        help="skip up to N batches with a NaN/inf loss (zero gradient; counted in metrics.json) before "
+        "stopping",
+    )
     run.add_argument("--no-progress", action="store_true", help="hide progress bars")
     run.add_argument("--json", action="store_true", help="print the metrics record as JSON on stdout")
 
@@ -405,9 +424,14 @@ def _cmd_train(args: argparse.Namespace) -> int:
         resume=args.resume,
         keep_checkpoints=args.keep_checkpoints,
         disable_tqdm=True if args.no_progress else None,
+        train_sampling=args.train_sampling,
+        divergence_factor=args.divergence_factor,
+        skip_nonfinite_batches=args.skip_nonfinite_batches,
     )
     with contextlib.redirect_stdout(sys.stderr):  # Trainer logs go to stderr; stdout carries only the result
         record = train(options, _config_overrides(args))
+    if "process_index" in record:  # a non-zero rank of a multi-process run: rank 0 reports
+        return 0
     if args.json:
         print(json.dumps(record, indent=2, default=str))
     else:
