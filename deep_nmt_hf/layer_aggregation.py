@@ -80,11 +80,12 @@ class LayerAggregation(nn.Module):
     def combine(self, history: list[torch.Tensor]) -> torch.Tensor:
         """Row l = len(history) - 1 of W applied to the stored history."""
         row = len(history) - 1
-        weights = self.weights()[row]
         start = self.starts[row]
-        combined = weights[start] * history[start]
-        for k in range(start + 1, row + 1):
-            combined = combined + weights[k] * history[k]
+        # entries start..row are exactly the ones the mask keeps: one weighted sum over the stacked history
+        # (a single matrix-vector product forward and backward instead of 2·(row − start) elementwise ops)
+        kept = history[start:]
+        weights = self.weight[row, start : row + 1].to(kept[0].dtype)
+        combined = torch.tensordot(weights, torch.stack(kept), dims=1)
         if not self.pre_norm and row > 0:
             combined = self.layer_norms[row - 1](combined)
         return combined
