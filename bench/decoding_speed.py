@@ -49,6 +49,11 @@ NAME = "decoding_speed"
 SIDES = ("self", "merged")
 
 
+def result_name(args: argparse.Namespace) -> str:
+    """`--quick` smoke runs write NAME_quick.* so that they never overwrite the full results."""
+    return f"{NAME}_quick" if args.quick else NAME
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -220,7 +225,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.profile:
         profiles = {side: profile_table(m, batch, args) for side, m in models.items()}
 
-    plot(per_step, RESULTS / f"{NAME}.png")
+    plot(per_step, RESULTS / f"{result_name(args)}.png")
     shape = f"{args.layers}+{args.layers} layers, d {args.d_model}, ffn {args.ffn_dim}, {args.heads} heads, vocab {len(tokenizer)}"
     rows = [
         [
@@ -280,7 +285,7 @@ def main(argv: list[str] | None = None) -> None:
         "matmul_bound": matmul_bound(args, len(tokenizer)),
         "time_measure": "process CPU seconds (time.process_time), one torch thread",
     }
-    print(write_results(NAME, payload, markdown))
+    print(write_results(result_name(args), payload, markdown))
 
 
 if __name__ == "__main__":

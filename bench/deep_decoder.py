@@ -57,6 +57,11 @@ ARMS = ("plain", "cad_crt")
 ARM_CACHE = CACHE / NAME
 
 
+def result_name(args: argparse.Namespace) -> str:
+    """`--quick` smoke runs write NAME_quick.* so that they never overwrite the full results."""
+    return f"{NAME}_quick" if args.quick else NAME
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -270,12 +275,14 @@ def main(argv: list[str] | None = None) -> None:
         }
         if args.arm is not None:
             ARM_CACHE.mkdir(parents=True, exist_ok=True)
-            tmp = ARM_CACHE / f"{name}.json.tmp"
+            tmp = ARM_CACHE / f"{result_name(args)}-{name}.json.tmp"
             tmp.write_text(json.dumps(results[name], default=str))
-            tmp.replace(ARM_CACHE / f"{name}.json")
+            tmp.replace(ARM_CACHE / f"{result_name(args)}-{name}.json")
             return
     if args.report:
-        results = {name: json.loads((ARM_CACHE / f"{name}.json").read_text()) for name in ARMS}
+        results = {
+            name: json.loads((ARM_CACHE / f"{result_name(args)}-{name}.json").read_text()) for name in ARMS
+        }
         if results["plain"]["settings"] != {**results["cad_crt"]["settings"], "arm": "plain"}:
             raise SystemExit("error: the cached arms were run with different settings; rerun both")
         for key in ("layers", "d_model", "ffn_dim", "steps", "batch_size", "test_sentences"):
@@ -317,9 +324,9 @@ def main(argv: list[str] | None = None) -> None:
         "sentences, real source vs every real source token replaced by <unk>; CE is the unsmoothed per-token "
         "cross-entropy of the reference.\n"
     )
-    plot(results, RESULTS / f"{NAME}.png")
+    plot(results, RESULTS / f"{result_name(args)}.png")
     payload = {"settings": vars(args), "test_split": TEST_SPLIT, "results": results}
-    print(write_results(NAME, payload, markdown))
+    print(write_results(result_name(args), payload, markdown))
 
 
 if __name__ == "__main__":

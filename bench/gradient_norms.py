@@ -58,6 +58,11 @@ PAPER_TABLE1 = {  # Table 1 of the paper: (side, sublayer) -> {"base": (Î²_LN, Î
 }
 
 
+def result_name(args: argparse.Namespace) -> str:
+    """`--quick` smoke runs write NAME_quick.* so that they never overwrite the full results."""
+    return f"{NAME}_quick" if args.quick else NAME
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -227,7 +232,7 @@ def main(argv: list[str] | None = None) -> None:
         print(f"{method}: loss {results[method]['loss']:.3f}")
         for side, norms in results[method]["layer_grad_norms"].items():
             print(f"  {side}: " + " ".join(f"{n:.3g}" for n in norms))
-    plot(results, RESULTS / f"{NAME}.png")
+    plot(results, RESULTS / f"{result_name(args)}.png")
 
     def bottom_top(method: str, side: str) -> float:
         norms = results[method]["layer_grad_norms"][side]
@@ -284,7 +289,7 @@ def main(argv: list[str] | None = None) -> None:
         "paper_table1": {f"{k[0]}/{k[1]}": v for k, v in PAPER_TABLE1.items()},
         "results": results,
     }
-    print(write_results(NAME, payload, markdown))
+    print(write_results(result_name(args), payload, markdown))
 
 
 if __name__ == "__main__":

@@ -57,6 +57,11 @@ PAPER_ROWS = {  # preset (None: an unshared Transformer-base) -> (paper's row la
 }
 
 
+def result_name(args: argparse.Namespace) -> str:
+    """`--quick` smoke runs write NAME_quick.* so that they never overwrite the full results."""
+    return f"{NAME}_quick" if args.quick else NAME
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -238,7 +243,7 @@ def main(argv: list[str] | None = None) -> None:
         "timing": {"train": train_timing, "decode": decode_timing},
     }
     print(speed["train_seconds_per_step"], speed["decode_tokens_per_s"])
-    plot(speed, RESULTS / f"{NAME}.png")
+    plot(speed, RESULTS / f"{result_name(args)}.png")
 
     count_rows = []
     for preset, (label, paper) in PAPER_ROWS.items():
@@ -328,7 +333,7 @@ def main(argv: list[str] | None = None) -> None:
         "params": params,
         "speed": speed,
     }
-    print(write_results(NAME, payload, markdown))
+    print(write_results(result_name(args), payload, markdown))
 
 
 if __name__ == "__main__":
