@@ -1,9 +1,18 @@
-"""Export to CTranslate2: fold into a stock class when needed, then run CTranslate2's own Transformers converter.
+"""Export to CTranslate2: fold into a stock class when needed, then convert with CTranslate2's Transformers loaders.
 
-CTranslate2's Marian loader drops the last vocabulary entry when it is `<pad>` and starts the decoder from a zero
-embedding; our tokenizer puts `<pad>` last and the pad embedding row stays zero (it is nn.Embedding's padding_idx),
-so a folded post-LN model converts with the same outputs (tested: beam outputs equal HF's on a probe set).
-Pre-LN models fold into Pegasus, which CTranslate2 does not convert: they raise with a clear message.
+Post-LN models fold into MarianMTModel, pre-LN models into PegasusForConditionalGeneration (see folding.py). Both
+are converted with CTranslate2's BART loader (the base of its Marian and Pegasus loaders), with two differences
+from CTranslate2's stock Marian / Pegasus conversion, both needed for identical outputs:
+
+* The decoder starts from the `<pad>` embedding, as in Transformers. CTranslate2's Marian loader instead starts
+  from a zero vector and drops `<pad>` from the vocabulary; that equals Transformers only while the pad row is
+  zero, and with tied embeddings training moves it (the output projection's gradient reaches every row).
+* `<pad>` is kept in the vocabulary and given a -1e9 output bias, so CTranslate2 never emits it, as
+  Transformers does not (the generation config bans it with `bad_words_ids`).
+
+CTranslate2 4.8's Pegasus loader also reads `config.normalize_before`, which transformers 5's PegasusConfig no
+longer has; the pre-LN form is stated explicitly here. Tests: tests/test_ctranslate2.py (beam-4 token outputs
+equal to Transformers' for every foldable variant).
 """
 
 from __future__ import annotations
@@ -17,12 +26,51 @@ from pathlib import Path
 from .folding import fold_directory
 
 QUANTIZATIONS = ("float32", "int8", "int8_float32", "int16", "float16", "bfloat16", "int8_float16")
+STOCK_TYPES = {"marian": False, "pegasus": True}  # stock model_type -> pre-LN
+PAD_LOGIT_BIAS = -1e9
+
+
+def _convert(stock_dir: Path, out_dir: Path, quantization: str | None) -> None:
+    """Convert a folded stock model (marian or pegasus) in `stock_dir` to a CTranslate2 model in `out_dir`."""
+    import torch
+    from ctranslate2.converters import Converter
+    from ctranslate2.converters.transformers import BartLoader
+    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+
+    class StockLoader(BartLoader):
+        def get_model_spec(self, model):
+            model.config.normalize_before = STOCK_TYPES[model.config.model_type]
+            model.config.normalize_embedding = False  # no LayerNorm on the embeddings
+            spec = super().get_model_spec(model)
+            bias = torch.zeros(model.config.vocab_size)
+            bias[model.config.pad_token_id] = PAD_LOGIT_BIAS
+            spec.decoder.projection.bias = bias
+            return spec
+
+        def set_config(self, config, model, tokenizer):
+            config.eos_token = tokenizer.eos_token
+            config.unk_token = tokenizer.unk_token
+            config.decoder_start_token = tokenizer.convert_ids_to_tokens(model.config.decoder_start_token_id)
+
+    class StockConverter(Converter):
+        def _load(self):
+            with torch.no_grad():
+                model = AutoModelForSeq2SeqLM.from_pretrained(stock_dir, dtype=torch.float32).eval()
+                tokenizer = AutoTokenizer.from_pretrained(stock_dir)
+                if len(tokenizer) != model.config.vocab_size:
+                    raise ValueError(
+                        f"{stock_dir}: the tokenizer has {len(tokenizer)} tokens but the model's vocab_size is "
+                        f"{model.config.vocab_size}"
+                    )
+                return StockLoader()(model, tokenizer)
+
+    StockConverter().convert(str(out_dir), quantization=quantization)
 
 
 def export_ctranslate2(model_dir: str | Path, out_dir: str | Path, quantization: str | None = None) -> Path:
     """Write a CTranslate2 model directory for `model_dir` (a deep_nmt_hf or an already folded stock model)."""
     try:
-        from ctranslate2.converters import TransformersConverter
+        import ctranslate2  # noqa: F401
     except ImportError as error:
         raise RuntimeError("CTranslate2 is not installed: pip install 'deep_nmt_hf[ctranslate2]'") from error
     if quantization is not None and quantization not in QUANTIZATIONS:
@@ -40,15 +88,22 @@ def export_ctranslate2(model_dir: str | Path, out_dir: str | Path, quantization:
             stock_dir = work / "folded"
             fold_directory(model_dir, stock_dir)
             model_type = json.loads((stock_dir / "config.json").read_text())["model_type"]
-        if model_type != "marian":
+        if model_type not in STOCK_TYPES:
             raise ValueError(
-                f"CTranslate2 export needs a post-LN model (folded into MarianMTModel); this one folds into "
-                f"{model_type!r}, which CTranslate2's converter does not support"
+                f"{model_dir}: model_type={model_type!r} cannot be exported; CTranslate2 export takes a "
+                f"deep_nmt_hf model or a folded stock model ({', '.join(STOCK_TYPES)})"
+            )
+        if (
+            not (stock_dir / "tokenizer.json").is_file()
+            and not (stock_dir / "tokenizer_config.json").is_file()
+        ):
+            raise FileNotFoundError(
+                f"{model_dir} has no tokenizer; CTranslate2 export needs one (tokenizer.save_pretrained into it)"
             )
         out_dir.parent.mkdir(parents=True, exist_ok=True)
         staging = out_dir.parent / f".{out_dir.name}.{os.getpid()}.partial"
         try:
-            TransformersConverter(str(stock_dir)).convert(str(staging), quantization=quantization)
+            _convert(stock_dir, staging, quantization)
             os.replace(staging, out_dir)
         except BaseException:
             shutil.rmtree(staging, ignore_errors=True)
