@@ -174,7 +174,9 @@ def test_plot_cli_writes_pngs_and_names_models_without_the_feature(tmp_path, tok
     assert len(encoder_line.split(":")[1].split()) == 4  # 2 layers x (self-attention, FFN)
 
     code, out, err = run(["plot", "dlcl", admin], capsys)
-    assert code == 2 and err.splitlines()[-1].startswith(f"error: {admin}: the model has no DLCL layer aggregation")
+    assert code == 2 and err.splitlines()[-1].startswith(
+        f"error: {admin}: the model has no DLCL layer aggregation"
+    )
     code, out, err = run(["plot", "omega", dlcl], capsys)
     assert code == 2 and f"{dlcl}: not an ADMIN model (residual_scaling='none')" in err
     code, out, err = run(["plot", "omega", admin, "--out", tmp_path / "x.jpg"], capsys)
