@@ -10,8 +10,9 @@ torch thread), medians over `--repeats` runs after a warm-up run:
 * length curve: encoder 6, target length 8 … 64 (training: labels of that length; generation: beam 4, exactly
   that many new tokens);
 * memory: one training step (forward + backward + Adam) per encoder depth in a fresh subprocess each, with and
-  without gradient checkpointing; peak RSS (`ru_maxrss`) of the process and its growth over the RSS before the
-  step.
+  without gradient checkpointing, measured by bench/checkpointing_memory.py's worker: RSS of parameters,
+  gradients and Adam state before the step, then the peak RSS during it (VmHWM, reset first) and the growth
+  (the step's activation memory; the memory model uses pre-LN, dropout 0.1).
 
     python bench/scaling.py            # writes bench/results/scaling.{json,md} and scaling_*.png
     python bench/scaling.py --quick    # smoke test
@@ -22,7 +23,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import statistics
 import subprocess
 import sys
@@ -102,36 +102,23 @@ def step_and_generate(model, batch: dict, new_tokens: int, repeats: int) -> tupl
     return cpu_median(train_step, repeats), cpu_median(generate, repeats)
 
 
-def memory_worker(args: argparse.Namespace) -> None:
-    """One training step in this (fresh) process; print peak RSS as JSON."""
-    import torch
-
-    torch.set_num_threads(1)
-    torch.manual_seed(0)
-    model = make_model(args.d_model, args.memory_depth)
-    if args.checkpointing:
-        model.gradient_checkpointing_enable()
-    batch = random_batch(args.memory_batch, args.length, args.length)
-    optimizer = torch.optim.Adam(model.parameters(), lr=1e-4)
-    model.train()
-    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    model(**batch).loss.backward()
-    optimizer.step()
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    print(json.dumps({"rss_before_step_mb": before / 1024, "peak_rss_mb": peak / 1024}))
-
-
 def memory_run(args: argparse.Namespace, depth: int, checkpointing: bool) -> dict[str, float]:
-    cmd = [sys.executable, __file__, "--memory-depth", str(depth), "--d-model", str(args.d_model)]
-    cmd += ["--length", str(args.length), "--memory-batch", str(args.memory_batch)]
+    """Peak memory of one training step in a fresh process: the worker of bench/checkpointing_memory.py
+    (RSS of parameters + gradients + Adam state before the step, VmHWM reset, peak during the step)."""
+    cmd = [sys.executable, str(Path(__file__).with_name("checkpointing_memory.py")), "--worker"]
+    cmd += ["--encoder-layers", str(depth), "--decoder-layers", "6", "--d-model", str(args.d_model)]
+    cmd += ["--length", str(args.length), "--batch", str(args.memory_batch)]
     if checkpointing:
         cmd.append("--checkpointing")
     out = subprocess.run(
         cmd, check=True, capture_output=True, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"}
     )
     record = json.loads(out.stdout.strip().splitlines()[-1])
-    record["step_growth_mb"] = record["peak_rss_mb"] - record["rss_before_step_mb"]
-    return record
+    return {
+        "rss_before_step_mb": record["baseline_mib"],
+        "peak_rss_mb": record["peak_mib"],
+        "step_growth_mb": record["activation_mib"],
+    }
 
 
 def plot(x: list, series: dict[str, list[float]], xlabel: str, ylabel: str, title: str, path: Path) -> None:
@@ -166,12 +153,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--batch", type=int, default=8, help="sentences per training / generation batch")
     parser.add_argument("--memory-batch", type=int, default=32, help="sentences in the memory measurement")
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--memory-depth", type=int, help=argparse.SUPPRESS)
-    parser.add_argument("--checkpointing", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    if args.memory_depth is not None:
-        memory_worker(args)
-        return
     if args.quick:
         args.d_model, args.depths, args.target_lengths, args.repeats = 32, [2, 4], [4, 8], 1
         args.memory_batch = 4
