@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from factories import TINY_SHAPE
 from fresh_process import run_without_package
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
@@ -19,17 +20,7 @@ from deep_nmt_hf.synthetic import generate_pairs
 from deep_nmt_hf.tokenization import train_tokenizer
 from deep_nmt_hf.training import build_config
 
-TINY = dict(
-    d_model=32,
-    encoder_layers=2,
-    decoder_layers=2,
-    encoder_attention_heads=4,
-    decoder_attention_heads=4,
-    encoder_ffn_dim=64,
-    decoder_ffn_dim=64,
-    max_position_embeddings=64,
-    dropout=0.0,
-)
+TINY = dict(TINY_SHAPE, max_position_embeddings=64)
 SOURCES = [source for source, _ in generate_pairs(6, seed=5)]
 
 

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 import torch
+from factories import TINY_SHAPE
 
 ctranslate2 = pytest.importorskip("ctranslate2", reason="the ctranslate2 extra is not installed")
 
@@ -31,18 +32,7 @@ MAX_NEW = 40
 PROBES = 16
 STEPS = 120
 STEPS_OF = {"deepnorm": 240}
-TINY = dict(
-    d_model=32,
-    encoder_layers=2,
-    decoder_layers=2,
-    encoder_attention_heads=4,
-    decoder_attention_heads=4,
-    encoder_ffn_dim=64,
-    decoder_ffn_dim=64,
-    max_position_embeddings=64,
-    dropout=0.0,
-    label_smoothing=0.0,
-)
+TINY = dict(TINY_SHAPE, max_position_embeddings=64, label_smoothing=0.0)
 # every variant that folds into a stock class: (variant, config fields, expected stock model_type)
 FOLDABLE: dict[str, tuple[str, dict[str, Any], str]] = {
     "base_post_ln": ("base", {"layer_norm_position": "post"}, "marian"),

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import safetensors.torch
 import torch
+from factories import TINY_SHAPE
 from safetensors.torch import load_file
 from transformers import AutoModelForSeq2SeqLM, TrainerCallback
 from transformers.trainer_utils import get_last_checkpoint
@@ -23,16 +24,7 @@ from deep_nmt_hf.data import write_parallel_dir
 from deep_nmt_hf.synthetic import SRC_LANG, TGT_LANG, demo_splits
 from deep_nmt_hf.training import TrainingDivergedError, TrainingOptions, train
 
-TINY = dict(
-    d_model=32,
-    encoder_layers=2,
-    decoder_layers=2,
-    encoder_attention_heads=4,
-    decoder_attention_heads=4,
-    encoder_ffn_dim=64,
-    decoder_ffn_dim=64,
-    dropout=0.0,
-)
+TINY = dict(TINY_SHAPE)
 # ADMIN (profiled, trainable ω) with DLCL layer aggregation on both sides, with dropout: the resume test
 # checks that ω, the DLCL weights, the optimizer / scheduler state and the dropout RNG all come back
 ADMIN_DLCL = dict(
