@@ -12,6 +12,11 @@ from pathlib import Path
 BLOCK_PACKAGE = """
 import sys
 sys.modules["deep_nmt_hf"] = None  # any `import deep_nmt_hf` now raises ImportError
+try:
+    import deep_nmt_hf
+    raise SystemExit("deep_nmt_hf must not be importable here")
+except ImportError:
+    pass  # expected: the code below runs without the package
 """
 
 
@@ -26,3 +31,24 @@ def run_without_package(code: str, tmp_path: Path, hf_home: Path | None = None, 
     if result.returncode != 0:
         raise AssertionError(f"fresh process failed ({result.returncode}):\n{result.stderr[-4000:]}")
     return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+REMOTE_GENERATE = """
+import json, torch
+from transformers import AutoModelForSeq2SeqLM
+model = AutoModelForSeq2SeqLM.from_pretrained("model", trust_remote_code=True).eval()
+out = model.generate(**torch.load("batch.pt"), **json.load(open("generate.json")))
+print(json.dumps({"class": type(model).__name__, "out": out.tolist()}))
+"""
+
+
+def generate_with_remote_code(model, batch: dict, tmp_path: Path, **generate_kwargs) -> tuple[str, list]:
+    """Save `model` and `batch`, load the model with `trust_remote_code=True` in a fresh process without the
+    package and generate there; returns (class name, output ids)."""
+    import torch
+
+    model.save_pretrained(tmp_path / "model")
+    torch.save(batch, tmp_path / "batch.pt")
+    (tmp_path / "generate.json").write_text(json.dumps(generate_kwargs))
+    result = run_without_package(REMOTE_GENERATE, tmp_path)
+    return result["class"], result["out"]

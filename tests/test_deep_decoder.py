@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 from factories import EOS, PAD, VOCAB, padded_batch, tiny_model
-from fresh_process import run_without_package
+from fresh_process import generate_with_remote_code
 
 from deep_nmt_hf import DeepDecoderConfig, DeepDecoderForConditionalGeneration
 from deep_nmt_hf.collapse_losses import (
@@ -220,21 +220,10 @@ def test_bad_deep_decoder_fields_are_rejected() -> None:
 def test_trust_remote_code_load(tmp_path) -> None:
     config = DeepDecoderConfig.from_preset("tiny", vocab_size=VOCAB, max_position_embeddings=64)
     model = DeepDecoderForConditionalGeneration(config).eval()
-    model.save_pretrained(tmp_path / "model")
     ids, mask = padded_batch([5, 3])
-    torch.save({"input_ids": ids, "attention_mask": mask}, tmp_path / "batch.pt")
-    result = run_without_package(
-        """
-import json, torch
-from transformers import AutoModelForSeq2SeqLM
-model = AutoModelForSeq2SeqLM.from_pretrained("model", trust_remote_code=True).eval()
-out = model.generate(**torch.load("batch.pt"), num_beams=3, max_new_tokens=8)
-print(json.dumps({"class": type(model).__name__, "out": out.tolist()}))
-""",
-        tmp_path,
+    generate = dict(num_beams=3, max_new_tokens=8)
+    name, out = generate_with_remote_code(
+        model, {"input_ids": ids, "attention_mask": mask}, tmp_path, **generate
     )
-    assert result["class"] == "DeepDecoderForConditionalGeneration"
-    assert (
-        result["out"]
-        == model.generate(input_ids=ids, attention_mask=mask, num_beams=3, max_new_tokens=8).tolist()
-    )
+    assert name == "DeepDecoderForConditionalGeneration"
+    assert out == model.generate(input_ids=ids, attention_mask=mask, **generate).tolist()

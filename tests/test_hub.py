@@ -271,11 +271,6 @@ def place_in_hub_cache(folder: Path, hf_home: Path, repo_id: str) -> str:
 DOWNLOAD_AND_TRANSLATE = """
 import json, sys
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
-try:
-    import deep_nmt_hf
-    raise SystemExit("deep_nmt_hf must not be importable here")
-except ImportError:
-    pass
 jobs = json.load(open("jobs.json"))
 out = {}
 for repo_id, custom in jobs["repos"]:

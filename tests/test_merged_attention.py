@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 from factories import PAD, VOCAB, padded_batch, stepwise_logits, tiny_model
-from fresh_process import run_without_package
+from fresh_process import generate_with_remote_code
 from transformers import AutoModelForSeq2SeqLM
 
 from deep_nmt_hf import DSInitMAttConfig, DSInitMAttForConditionalGeneration
@@ -103,19 +103,9 @@ def test_trust_remote_code_load_of_a_matt_model(tmp_path) -> None:
         type(AutoModelForSeq2SeqLM.from_pretrained(tmp_path / "model")) is DSInitMAttForConditionalGeneration
     )
     ids, mask = padded_batch([5, 3])
-    torch.save({"input_ids": ids, "attention_mask": mask}, tmp_path / "batch.pt")
-    result = run_without_package(
-        """
-import json, torch
-from transformers import AutoModelForSeq2SeqLM
-model = AutoModelForSeq2SeqLM.from_pretrained("model", trust_remote_code=True).eval()
-out = model.generate(**torch.load("batch.pt"), num_beams=4, max_new_tokens=10)
-print(json.dumps({"class": type(model).__name__, "out": out.tolist()}))
-""",
-        tmp_path,
+    generate = dict(num_beams=4, max_new_tokens=10)
+    name, out = generate_with_remote_code(
+        model, {"input_ids": ids, "attention_mask": mask}, tmp_path, **generate
     )
-    assert result["class"] == "DSInitMAttForConditionalGeneration"
-    assert (
-        result["out"]
-        == model.generate(input_ids=ids, attention_mask=mask, num_beams=4, max_new_tokens=10).tolist()
-    )
+    assert name == "DSInitMAttForConditionalGeneration"
+    assert out == model.generate(input_ids=ids, attention_mask=mask, **generate).tolist()

@@ -12,11 +12,6 @@ from fresh_process import run_without_package
 LOAD_AND_RUN = """
 import json, torch
 from transformers import AutoConfig, AutoModelForSeq2SeqLM
-try:
-    import deep_nmt_hf
-    raise SystemExit("deep_nmt_hf should not be importable here")
-except ImportError:
-    pass
 model = AutoModelForSeq2SeqLM.from_pretrained("model", trust_remote_code=True).eval()
 batch = torch.load("batch.pt")
 with torch.no_grad():
