@@ -106,10 +106,10 @@ def run_one(args: argparse.Namespace) -> dict[str, Any]:
     from deep_nmt_hf.admin import AdminProfilingCallback
     from deep_nmt_hf.collapse_losses import token_cross_entropy
     from deep_nmt_hf.training import (
-        ADAM_BETAS,
         DeepNMTTrainer,
         DivergenceCallback,
         compute_translation_metrics,
+        nmt_recipe,
         tokenize_dataset,
         translate,
     )
@@ -146,16 +146,8 @@ def run_one(args: argparse.Namespace) -> dict[str, Any]:
     training_args = Seq2SeqTrainingArguments(
         output_dir=str(out_dir),
         per_device_train_batch_size=args.batch_size,
-        learning_rate=args.learning_rate,
-        lr_scheduler_type="inverse_sqrt",
-        warmup_steps=args.warmup_steps,
-        adam_beta1=ADAM_BETAS[0],
-        adam_beta2=ADAM_BETAS[1],
-        weight_decay=0.0,
-        max_grad_norm=1.0,
-        label_smoothing_factor=0.0,
+        **nmt_recipe(args.learning_rate, args.warmup_steps),
         num_train_epochs=1000,
-        train_sampling_strategy="group_by_length",
         eval_strategy="no",
         save_strategy="no",
         logging_strategy="steps",

@@ -62,6 +62,7 @@ from .tokenization import special_token_ids, train_tokenizer
 logger = logging.getLogger(__name__)
 
 __all__ = [
+    "nmt_recipe",
     "DeepNMTTrainer",
     "DivergenceCallback",
     "TrainingDivergedError",
@@ -463,6 +464,25 @@ class TrainingOptions:
             raise ValueError(
                 f"skip_nonfinite_batches={self.skip_nonfinite_batches!r} must be an integer >= 0"
             )
+
+
+def nmt_recipe(
+    learning_rate: float, warmup_steps: int, max_grad_norm: float = 1.0, sampling: str = "group_by_length"
+) -> dict[str, Any]:
+    """The Transformer NMT recipe as `Seq2SeqTrainingArguments` fields: Adam β = (0.9, 0.98) without weight
+    decay, linear warmup then inverse square root, gradient clipping, length-grouped batches. Label smoothing
+    stays 0 here: it is in the model's loss (config.label_smoothing), so extra loss terms are kept."""
+    return dict(
+        learning_rate=learning_rate,
+        lr_scheduler_type="inverse_sqrt",
+        warmup_steps=warmup_steps,
+        adam_beta1=ADAM_BETAS[0],
+        adam_beta2=ADAM_BETAS[1],
+        weight_decay=0.0,
+        max_grad_norm=max_grad_norm,
+        label_smoothing_factor=0.0,
+        train_sampling_strategy=sampling,  # 4.x: group_by_length=True
+    )
 
 
 class DeepNMTTrainer(Seq2SeqTrainer):
@@ -950,17 +970,11 @@ def _train_in(
         output_dir=str(staging),
         per_device_train_batch_size=options.batch_size,
         per_device_eval_batch_size=options.eval_batch_size or options.batch_size,
-        learning_rate=options.learning_rate,
-        lr_scheduler_type="inverse_sqrt",
-        warmup_steps=options.warmup_steps,
-        adam_beta1=ADAM_BETAS[0],
-        adam_beta2=ADAM_BETAS[1],
-        weight_decay=0.0,
-        max_grad_norm=options.max_grad_norm,
-        label_smoothing_factor=0.0,  # label smoothing is in the model's loss (config.label_smoothing)
+        **nmt_recipe(
+            options.learning_rate, options.warmup_steps, options.max_grad_norm, options.train_sampling
+        ),
         max_steps=options.max_steps,
         num_train_epochs=options.num_train_epochs,
-        train_sampling_strategy=options.train_sampling,  # 4.x: group_by_length=True
         activation_checkpointing=options.gradient_checkpointing,  # 4.x: gradient_checkpointing
         eval_strategy="steps" if evaluate_during else "no",
         eval_steps=options.eval_steps if evaluate_during else None,
