@@ -189,14 +189,9 @@ def load_split(
     report: ReadReport | None = None,
 ) -> datasets.Dataset:
     """One split via `data.load_parallel` (its bad-data policy: DataError naming file and line for undecodable
-    text, empty pairs dropped and counted into `report`). A `Path` (or an existing path) never falls back to
-    the Hub."""
-    if isinstance(source, os.PathLike) or Path(source).expanduser().exists():
-        path = Path(source).expanduser()
-        if not path.exists():
-            raise DataError(f"{path}: no such file or directory")
-        return load_parallel(path, split, src_lang, tgt_lang, report=report)
-    return load_parallel(str(source), split, src_lang, tgt_lang, report=report)
+    text, empty pairs dropped and counted into `report`). A `Path` (or a path-like string) never falls back to
+    the Hub: `load_parallel` makes that check."""
+    return load_parallel(source, split, src_lang, tgt_lang, report=report)
 
 
 def _find_valid_split(source: str | os.PathLike[str], src_lang: str, tgt_lang: str) -> str | None:
