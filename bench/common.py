@@ -84,19 +84,71 @@ def write_results(name: str, payload: dict[str, Any], markdown: str | None = Non
 
 
 def interleaved(
-    sides: dict[str, Callable[[], float | None]], repeats: int, warmup: int = 1
+    sides: dict[str, Callable[[], Any]],
+    repeats: int,
+    warmup: int = 1,
+    clock: Callable[[], float] = time.perf_counter,
 ) -> dict[str, dict[str, float]]:
-    """Run every side once per round (A B A B ...), `warmup` untimed rounds first. A side returns its own
-    measured seconds, or None to be timed here. Returns median and all times per side."""
+    """Run every side once per round (A B A B ...), `warmup` untimed rounds first, each call timed with `clock`
+    (wall time by default; `time.process_time` counts the CPU seconds of every thread of this process, which a
+    shared machine disturbs far less when each side uses one thread). Returns median and all times per side."""
     times: dict[str, list[float]] = {name: [] for name in sides}
     for round_index in range(warmup + repeats):
         for name, run in sides.items():
-            start = time.perf_counter()
-            measured = run()
-            elapsed = measured if measured is not None else time.perf_counter() - start
+            start = clock()
+            run()
+            elapsed = clock() - start
             if round_index >= warmup:
                 times[name].append(elapsed)
     return {name: {"median_s": statistics.median(v), "times_s": v} for name, v in times.items()}
+
+
+def profile_ops(
+    fn: Callable[[], Any], top: int = 15, groups: dict[str, Sequence[str]] | None = None
+) -> dict[str, Any]:
+    """Run `fn` once under torch.profiler (CPU). The profiler times operators by the wall clock, so shares are
+    of the call's wall time (`total_s`; on a shared machine both include time spent waiting for a core). Returns
+    `total_s`, the summed self time of all operators (`ops_s`; the rest is Python and framework code between
+    them), the `top` operators by self time with their share of `total_s`, and for each of `groups` (name ->
+    operator names) the summed self seconds of its operators."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        start = time.perf_counter()  # inside: the profiler's own start-up and teardown are not counted
+        fn()
+        total_s = time.perf_counter() - start
+    events = sorted(prof.key_averages(), key=lambda e: e.self_cpu_time_total, reverse=True)
+    rows = [
+        {
+            "op": e.key,
+            "calls": e.count,
+            "self_ms": round(e.self_cpu_time_total / 1000, 2),
+            "share": round(e.self_cpu_time_total / 1e6 / total_s, 4),
+        }
+        for e in events
+    ]
+    self_s = {e.key: e.self_cpu_time_total / 1e6 for e in events}
+    return {
+        "total_s": total_s,
+        "ops_s": sum(self_s.values()),
+        "top": rows[:top],
+        "groups": {name: sum(self_s.get(op, 0.0) for op in ops) for name, ops in (groups or {}).items()},
+    }
+
+
+def ops_table(profile: dict[str, Any], rows: int = 10) -> str:
+    """Markdown table of a `profile_ops` result: the top operators and the time outside any operator."""
+    body = [[r["op"], r["calls"], r["self_ms"], f"{r['share']:.1%}"] for r in profile["top"][:rows]]
+    outside = profile["total_s"] - profile["ops_s"]
+    body.append(
+        [
+            "(outside operators: Python, framework)",
+            "",
+            round(1000 * outside, 2),
+            f"{outside / profile['total_s']:.1%}",
+        ]
+    )
+    return markdown_table(["op", "calls", "self ms", "share of the call"], body)
 
 
 def ratio(numerator: float, denominator: float) -> float:

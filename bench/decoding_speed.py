@@ -41,6 +41,8 @@ from common import (  # noqa: E402
     markdown_table,
     multi30k_pairs,
     multi30k_tokenizer,
+    ops_table,
+    profile_ops,
     ratio,
     write_results,
 )
@@ -116,14 +118,6 @@ def generate_fixed(model: Any, batch: dict, beams: int, length: int) -> Any:
         )
 
 
-def timed(model: Any, batch: dict, beams: int, length: int) -> float:
-    """For `interleaved`: the CPU seconds of this process for one call. On a shared machine wall-clock time is
-    mostly time spent waiting for a core; with one torch thread the process CPU time is the work itself."""
-    start = time.process_time()
-    generate_fixed(model, batch, beams, length)
-    return time.process_time() - start
-
-
 def matmul_bound(args: argparse.Namespace, vocab: int) -> float:
     """Upper bound of the MAtt speedup from the per-step projections alone (multiply-adds per generated token):
     self-attention layer 4d² (q k v o) + 2d² (cross q, o) + 2·d·ffn; MAtt layer 3d² (v, cross q, o) + 2·d·ffn;
@@ -132,14 +126,6 @@ def matmul_bound(args: argparse.Namespace, vocab: int) -> float:
     self_cost = args.layers * (6 * d * d + 2 * d * ffn) + vocab * d
     merged_cost = args.layers * (3 * d * d + 2 * d * ffn) + vocab * d
     return self_cost / merged_cost
-
-
-def profile_table(model: Any, batch: dict, args: argparse.Namespace) -> str:
-    from torch.profiler import ProfilerActivity, profile
-
-    with profile(activities=[ProfilerActivity.CPU]) as prof:
-        generate_fixed(model, batch, args.beams, args.length)
-    return prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=15)
 
 
 def plot(per_step: dict[str, list[dict[str, float]]], path: Path) -> None:
@@ -180,8 +166,9 @@ def main(argv: list[str] | None = None) -> None:
 
     print(f"throughput: {args.length} new tokens, batch {args.batch_size}, beam {args.beams}")
     timing = interleaved(
-        {side: (lambda m=m: timed(m, batch, args.beams, args.length)) for side, m in models.items()},
+        {side: (lambda m=m: generate_fixed(m, batch, args.beams, args.length)) for side, m in models.items()},
         repeats=args.repeats,
+        clock=time.process_time,
     )
     tokens = args.batch_size * args.length
     throughput = {side: tokens / timing[side]["median_s"] for side in SIDES}
@@ -192,9 +179,13 @@ def main(argv: list[str] | None = None) -> None:
     curve_times: dict[str, dict[int, float]] = {side: {} for side in SIDES}
     for length in args.lengths:
         t = interleaved(
-            {side: (lambda m=m, n=length: timed(m, batch, args.beams, n)) for side, m in models.items()},
+            {
+                side: (lambda m=m, n=length: generate_fixed(m, batch, args.beams, n))
+                for side, m in models.items()
+            },
             repeats=args.repeats,
             warmup=0,
+            clock=time.process_time,
         )
         for side in SIDES:
             curve_times[side][length] = t[side]["median_s"]
@@ -223,7 +214,10 @@ def main(argv: list[str] | None = None) -> None:
     }
     profiles = {}
     if args.profile:
-        profiles = {side: profile_table(m, batch, args) for side, m in models.items()}
+        profiles = {
+            side: ops_table(profile_ops(lambda m=m: generate_fixed(m, batch, args.beams, args.length)))
+            for side, m in models.items()
+        }
 
     plot(per_step, RESULTS / f"{result_name(args)}.png")
     shape = f"{args.layers}+{args.layers} layers, d {args.d_model}, ffn {args.ffn_dim}, {args.heads} heads, vocab {len(tokenizer)}"
@@ -272,7 +266,7 @@ def main(argv: list[str] | None = None) -> None:
         f"L={args.lengths[-1]}: self {growth['self']:.2f}×, MAtt {growth['merged']:.2f}×.\n"
     )
     for side, table in profiles.items():
-        markdown += f"\n## Profile, {side} decoder (one generate call)\n\n```text\n{table}\n```\n"
+        markdown += f"\n## Profile, {side} decoder (one generate call)\n\n{table}\n"
     payload = {
         "settings": vars(args),
         "parameters": params,

@@ -33,6 +33,8 @@ from common import (  # noqa: E402
     markdown_table,
     multi30k_pairs,
     multi30k_tokenizer,
+    ops_table,
+    profile_ops,
     ratio,
     tokenized_batches,
     write_results,
@@ -84,25 +86,6 @@ def train_round(model, optimizer, batches: list[dict]) -> None:
         model(**batch).loss.backward()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
-
-
-def profile_round(model, optimizer, batches: list[dict], top: int = 15) -> list[dict[str, Any]]:
-    """Top operators by self CPU time over one training round."""
-    from torch.profiler import ProfilerActivity, profile
-
-    with profile(activities=[ProfilerActivity.CPU]) as prof:
-        train_round(model, optimizer, batches)
-    events = sorted(prof.key_averages(), key=lambda e: e.self_cpu_time_total, reverse=True)
-    total = sum(e.self_cpu_time_total for e in events) or 1.0
-    return [
-        {
-            "op": e.key,
-            "calls": e.count,
-            "self_cpu_ms": round(e.self_cpu_time_total / 1000, 2),
-            "share": round(e.self_cpu_time_total / total, 4),
-        }
-        for e in events[:top]
-    ]
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -184,7 +167,9 @@ def main(argv: list[str] | None = None) -> None:
         "wall_seconds": round(wall, 1),
     }
     if args.profile:
-        result["profile"] = {name: profile_round(m, o, batches) for name, (m, o) in sides.items()}
+        result["profile"] = {
+            name: profile_ops(lambda m=m, o=o: train_round(m, o, batches)) for name, (m, o) in sides.items()
+        }
     enc, dec = args.encoder_layers, args.decoder_layers
     lines = [
         f"# DLCL training throughput, pre-norm {enc}L-{dec}L, d {args.d_model}",
@@ -209,14 +194,8 @@ def main(argv: list[str] | None = None) -> None:
             f"the same run: **{loop_overhead:+.1%}**."
         )
     if args.profile:
-        for name, rows in result["profile"].items():
-            lines += ["", f"Top operators, {name} (one round, self CPU time):", ""]
-            lines.append(
-                markdown_table(
-                    ["op", "calls", "self ms", "share"],
-                    [[r["op"], r["calls"], r["self_cpu_ms"], f"{r['share']:.1%}"] for r in rows[:10]],
-                )
-            )
+        for name, profile in result["profile"].items():
+            lines += ["", f"Top operators, {name} (one round, self CPU time):", "", ops_table(profile)]
     write_results(NAME if not args.quick else f"{NAME}_quick", result, "\n".join(lines))
     print("\n".join(lines))
 

@@ -12,7 +12,7 @@ Part 2 measures, side by side in one run (interleaved, medians), a shared model 
 width) and an unshared pre-LN model with the same effective depth (one layer per application, no re-injection):
   training    seconds per Adam step on Multi30k train batches (forward, backward, optimizer step);
   decoding    beam-4 generation of Multi30k test sources forced to a fixed number of new tokens
-              (bench/decoding_speed.timed), generated tokens per CPU second. Times are process CPU seconds
+              (bench/decoding_speed.generate_fixed), generated tokens per CPU second. Times are process CPU seconds
               with one torch thread, which a shared machine disturbs far less than wall-clock time.
 Both models are randomly initialised; layer sharing changes the parameter count, not the arithmetic per token, so
 the expectation is near-equal speed (re-injection adds one addition per repeat; a smaller optimizer step).
@@ -44,7 +44,7 @@ from common import (  # noqa: E402
     tokenized_batches,
     write_results,
 )
-from decoding_speed import timed  # noqa: E402
+from decoding_speed import generate_fixed  # noqa: E402
 
 NAME = "shared_layers"
 PAPER_VOCAB = 32000  # "a 32k joint source and target BPE" (sec. 5.1.1)
@@ -207,9 +207,8 @@ def main(argv: list[str] | None = None) -> None:
     }
     cursor = {name: 0 for name in models}
 
-    def train_step(name: str) -> float:
-        """One Adam step; returns the process CPU seconds (see decoding_speed.timed)."""
-        start = time.process_time()
+    def train_step(name: str) -> None:
+        """One Adam step."""
         model, optimizer = models[name], optimizers[name]
         model.train()
         batch = batches[cursor[name] % len(batches)]
@@ -218,16 +217,19 @@ def main(argv: list[str] | None = None) -> None:
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
-        return time.process_time() - start
 
-    def decode(name: str) -> float:
+    def decode(name: str) -> None:
         models[name].eval()
-        return timed(models[name], test_batch, 4, args.length)
+        generate_fixed(models[name], test_batch, 4, args.length)
 
     print("training steps (interleaved)")
-    train_timing = interleaved({n: (lambda n=n: train_step(n)) for n in models}, repeats=args.repeats)
+    train_timing = interleaved(
+        {n: (lambda n=n: train_step(n)) for n in models}, repeats=args.repeats, clock=time.process_time
+    )
     print("decoding (interleaved)")
-    decode_timing = interleaved({n: (lambda n=n: decode(n)) for n in models}, repeats=args.repeats)
+    decode_timing = interleaved(
+        {n: (lambda n=n: decode(n)) for n in models}, repeats=args.repeats, clock=time.process_time
+    )
     speed = {
         "train_seconds_per_step": {n: train_timing[n]["median_s"] for n in models},
         "train_steps_per_s": {n: 1.0 / train_timing[n]["median_s"] for n in models},

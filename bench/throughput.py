@@ -29,7 +29,16 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import interleaved, markdown_table, multi30k_pairs, multi30k_tokenizer, ratio, write_results
+from common import (
+    interleaved,
+    markdown_table,
+    multi30k_pairs,
+    multi30k_tokenizer,
+    ops_table,
+    profile_ops,
+    ratio,
+    write_results,
+)
 
 # model name -> (variant short name or "marian", extra config fields); depth fields are added per shape
 MODELS: dict[str, tuple[str, dict[str, Any]]] = {
@@ -114,19 +123,16 @@ class Side:
         self.gen_batch = gen_batch
         self.new_tokens = new_tokens
 
-    def train_step(self) -> float:
-        start = time.process_time()
+    def train_step(self) -> None:
         self.model.train()
         loss = self.model(**self.train_batch).loss
         loss.backward()
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
-        return time.process_time() - start
 
-    def generate(self) -> float:
+    def generate(self) -> None:
         import torch
 
-        start = time.process_time()
         self.model.eval()
         with torch.inference_mode():
             self.model.generate(
@@ -136,17 +142,6 @@ class Side:
                 min_new_tokens=self.new_tokens,
                 do_sample=False,
             )
-        return time.process_time() - start
-
-
-def profile(fn, row_limit: int = 15) -> str:
-    """torch.profiler table (self CPU time) of one call of `fn`."""
-    from torch.profiler import ProfilerActivity
-    from torch.profiler import profile as torch_profile
-
-    with torch_profile(activities=[ProfilerActivity.CPU]) as prof:
-        fn()
-    return prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=row_limit)
 
 
 def measure_shape(args: argparse.Namespace, shape_name: str, shape: dict, tokenizer) -> dict[str, Any]:
@@ -177,9 +172,11 @@ def measure_shape(args: argparse.Namespace, shape_name: str, shape: dict, tokeni
         }
         params = {name: int(side.model.num_parameters()) for name, side in sides.items()}
         print(f"[{shape_name}] group {group}: training", flush=True)
-        train = interleaved({n: s.train_step for n, s in sides.items()}, args.repeats, warmup=1)
+        train = interleaved(
+            {n: s.train_step for n, s in sides.items()}, args.repeats, clock=time.process_time
+        )
         print(f"[{shape_name}] group {group}: generation", flush=True)
-        gen = interleaved({n: s.generate for n, s in sides.items()}, args.repeats, warmup=1)
+        gen = interleaved({n: s.generate for n, s in sides.items()}, args.repeats, clock=time.process_time)
         rows = {}
         for name in group:
             rows[name] = {
@@ -330,11 +327,11 @@ def main(argv: list[str] | None = None) -> None:
                         side = Side(build(name, tokenizer, shape), *result["batches"], args.new_tokens)
                         run = side.train_step if kind == "train" else side.generate
                         run()  # warm-up
-                        profiles[key] = profile(run)
+                        profiles[key] = ops_table(profile_ops(run))
                         del side
             for key, table in profiles.items():
                 md.append(
-                    f"\n<details><summary>profile {shape_name} {key}</summary>\n\n```\n{table}\n```\n</details>\n"
+                    f"\n<details><summary>profile {shape_name} {key}</summary>\n\n{table}\n\n</details>\n"
                 )
         del result["batches"]
         payload["shapes"][shape_name] = {**result, "goals": goals, "profiles": profiles}
