@@ -1,0 +1,128 @@
+"""Why our post-LN 6-6 trails stock Marian 6-6 early in training on Multi30k: the initialisation.
+
+The quality bench (bench/quality_multi30k.py) builds both models at the same shape and trains them with the same
+recipe; stock `MarianMTModel` learns faster in the first epochs. The two differ in one more thing than the class:
+our `init_method="xavier"` is the fairseq / tensor2tensor recipe (Glorot-uniform linears, embeddings N(0, d^-1/2))
+that the ADMIN and DS-Init papers start from, while Marian draws every weight from N(0, 0.02) (Transformers'
+`init_std`). This script trains, on the same Multi30k batches with the same Adam schedule and the same
+label-smoothed loss (collapse_losses.token_cross_entropy, ε = 0.1):
+
+  marian        stock MarianMTModel (its own N(0, 0.02) init)
+  ours-xavier   our post-LN model as the quality bench builds it
+  ours-normal   the same model with every linear and embedding weight redrawn from N(0, 0.02), biases zero
+
+If ours-normal tracks marian and ours-xavier does not, the gap is the initialisation, not the implementation.
+
+    python bench/init_gap.py            # d 64, 300 steps of batch 64 (~5 min on one core)
+    python bench/init_gap.py --quick    # smoke run
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from common import markdown_table, multi30k_pairs, multi30k_tokenizer, tokenized_batches, write_results  # noqa: E402
+from quality_multi30k import build_model  # noqa: E402
+
+NAME = "init_gap"
+
+
+def redraw_normal(model: torch.nn.Module, std: float) -> None:
+    """Every linear and embedding weight from N(0, std), linear biases zero (Transformers' `_init_weights`)."""
+    for module in model.modules():
+        if isinstance(module, torch.nn.Linear | torch.nn.Embedding):
+            torch.nn.init.normal_(module.weight, std=std)
+        if isinstance(module, torch.nn.Linear) and module.bias is not None:
+            torch.nn.init.zeros_(module.bias)
+
+
+def train_losses(model: torch.nn.Module, batches: list[dict], args: argparse.Namespace) -> list[float]:
+    """Adam (0.9, 0.98), linear warmup then constant lr, clipping 1.0; the label-smoothed loss per step."""
+    from deep_nmt_hf.collapse_losses import token_cross_entropy
+
+    optimizer = torch.optim.Adam(model.parameters(), lr=args.learning_rate, betas=(0.9, 0.98))
+    losses = []
+    model.train()
+    for step in range(args.steps):
+        for group in optimizer.param_groups:
+            group["lr"] = args.learning_rate * min((step + 1) / args.warmup_steps, 1.0)
+        batch = batches[step % len(batches)]
+        loss = token_cross_entropy(model(**batch).logits, batch["labels"], 0.1)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        losses.append(loss.item())
+    return losses
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--quick", action="store_true", help="smoke run: d 32, 20 steps (writes init_gap_quick.*)"
+    )
+    parser.add_argument("--d-model", type=int, default=64)
+    parser.add_argument("--steps", type=int, default=300, help="Adam steps per model")
+    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--learning-rate", type=float, default=1e-3)
+    parser.add_argument("--warmup-steps", type=int, default=100)
+    parser.add_argument("--vocab-size", type=int, default=4000, help="joint BPE size (as the quality bench)")
+    parser.add_argument("--window", type=int, default=20, help="steps averaged for the reported loss")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.d_model, args.steps, args.warmup_steps, args.window = 32, 20, 5, 5
+    torch.set_num_threads(1)
+    tokenizer = multi30k_tokenizer(args.vocab_size)
+    pairs = multi30k_pairs("train", limit=args.batch_size * args.steps)
+    batches = tokenized_batches(tokenizer, pairs, args.batch_size, 64)
+
+    sides = {
+        "marian": ("marian-6-6", None),
+        "ours-xavier": ("base-6-6", None),
+        "ours-normal": ("base-6-6", 0.02),
+    }
+    curves: dict[str, list[float]] = {}
+    for side, (name, std) in sides.items():
+        torch.manual_seed(args.seed)
+        model = build_model(name, tokenizer, args.d_model, 64)
+        if std is not None:
+            redraw_normal(model, std)
+        curves[side] = train_losses(model, batches, args)
+        print(f"{side}: last-{args.window} mean loss {sum(curves[side][-args.window :]) / args.window:.3f}")
+
+    checkpoints = sorted({min(args.steps, s) for s in (args.steps // 4, args.steps // 2, args.steps)})
+    rows = [
+        [side]
+        + [
+            round(sum(c[max(0, s - args.window) : s]) / len(c[max(0, s - args.window) : s]), 3)
+            for s in checkpoints
+        ]
+        for side, c in curves.items()
+    ]
+    final = {side: row[-1] for side, row in zip(curves, rows, strict=True)}
+    markdown = (
+        "# Our post-LN 6-6 vs stock Marian 6-6: the initialisation\n\n"
+        f"d_model {args.d_model}, 6-6 post-LN, Multi30k en→de batches of {args.batch_size}, Adam (0.9, 0.98) lr "
+        f"{args.learning_rate:g} after {args.warmup_steps} warmup steps, label-smoothed loss (ε 0.1) for every side; "
+        f"loss = mean of the {args.window} steps before each point.\n\n"
+        + markdown_table(["side"] + [f"loss @ step {s}" for s in checkpoints], rows)
+        + f"\n\nGap to Marian at step {checkpoints[-1]}: ours-xavier {final['ours-xavier'] - final['marian']:+.3f}, "
+        f"ours-normal {final['ours-normal'] - final['marian']:+.3f}.\n"
+    )
+    print(markdown)
+    write_results(
+        NAME + ("_quick" if args.quick else ""), {"settings": vars(args), "losses": curves}, markdown
+    )
+
+
+if __name__ == "__main__":
+    main()
