@@ -39,6 +39,11 @@ RUNS = CACHE / "multi30k-runs"
 MODELS: dict[str, tuple[str, dict[str, Any], str]] = {
     "marian-6-6": ("marian", {"encoder_layers": 6, "decoder_layers": 6}, "stock MarianMTModel 6-6 (post-LN)"),
     "base-6-6": ("base", {"encoder_layers": 6, "decoder_layers": 6}, "our post-LN 6-6"),
+    "base-6-6-normal": (
+        "base",
+        {"encoder_layers": 6, "decoder_layers": 6, "init_method": "normal"},
+        "our post-LN 6-6, init_method='normal' (N(0, 0.02) like Marian)",
+    ),
     "admin-18-6": ("admin", {"encoder_layers": 18, "decoder_layers": 6}, "ADMIN post-LN 18-6 (ω profiled)"),
     "dlcl-18-6": ("dlcl", {"encoder_layers": 18, "decoder_layers": 6}, "pre-norm + DLCL 18-6"),
     "dsinit-matt-18-6": (

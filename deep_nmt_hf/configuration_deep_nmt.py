@@ -18,7 +18,7 @@ from transformers.activations import ACT2FN
 CHOICES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "layer_norm_position": (("post", "pre"), ()),
     "residual_scaling": (("none", "admin", "deepnorm"), ()),
-    "init_method": (("xavier", "ds_init", "deepnorm"), ()),
+    "init_method": (("xavier", "ds_init", "deepnorm", "normal"), ()),
     "admin_omega": (("trainable", "fixed"), ()),
     "admin_init": (("profile", "analytic"), ()),
     "decoder_attention": (("self", "merged"), ()),
@@ -51,7 +51,10 @@ class DeepNMTConfig(PretrainedConfig):
         admin_init: `"profile"` (one forward pass sets ω; see admin.py) or `"analytic"` (admin-torch's
             profiling-free ω = sqrt((N+1)/ln(N+1) - 1) for N residual sublayers of the side).
         admin_profiled: set by profiling, so that saved ω are kept and not profiled again.
-        init_method: `"xavier"`, `"ds_init"` (depth-scaled, `ds_init_alpha`) or `"deepnorm"` (β-scaled xavier).
+        init_method: `"xavier"` (fairseq), `"ds_init"` (depth-scaled, `ds_init_alpha`), `"deepnorm"` (β-scaled
+            xavier) or `"normal"` (every linear and embedding weight N(0, `init_std`), as Transformers' Marian/BART
+            initialise; at small width a post-LN model trains markedly faster early on with it, see
+            bench/results/init_gap.md).
         decoder_attention: `"self"` (3 sublayers per decoder layer) or `"merged"` (MAtt: simplified average
             attention merged with the cross-attention, 2 sublayers; dsinit-merged-attention eq. 16-17).
         encoder_layer_aggregation / decoder_layer_aggregation: `"residual"` or `"dlcl"` (each layer reads a
@@ -108,6 +111,7 @@ class DeepNMTConfig(PretrainedConfig):
         admin_init: str = "profile",
         admin_profiled: bool = False,
         ds_init_alpha: float = 1.0,
+        init_std: float = 0.02,
         decoder_attention: str = "self",
         encoder_layer_aggregation: str = "residual",
         decoder_layer_aggregation: str = "residual",
@@ -162,6 +166,7 @@ class DeepNMTConfig(PretrainedConfig):
         self.admin_init = admin_init
         self.admin_profiled = admin_profiled
         self.ds_init_alpha = ds_init_alpha
+        self.init_std = init_std
         self.decoder_attention = decoder_attention
         self.encoder_layer_aggregation = encoder_layer_aggregation
         self.decoder_layer_aggregation = decoder_layer_aggregation
@@ -269,6 +274,10 @@ class DeepNMTConfig(PretrainedConfig):
                 raise ValueError(f"{name}={value!r} is not allowed: a probability that must lie in [0, 1)")
         if not isinstance(self.layer_norm_eps, (int, float)) or not self.layer_norm_eps > 0:
             raise ValueError(f"layer_norm_eps={self.layer_norm_eps!r} must be a positive number")
+        if not _number(self.init_std) or not self.init_std > 0:
+            raise ValueError(
+                f"init_std={self.init_std!r} must be a positive number (the std of init_method='normal')"
+            )
         if self.activation_function not in ACT2FN:
             allowed = ", ".join(sorted(k for k in ACT2FN if isinstance(k, str))[:12])
             raise ValueError(

@@ -3,6 +3,8 @@
 `init_method="xavier"` is the fairseq / tensor2tensor Transformer recipe (Vaswani et al., 2017):
 every linear map is drawn from Glorot's U(-γ, γ) with γ = sqrt(6 / (fan_in + fan_out)), biases are zero,
 word embeddings are N(0, d_model^-1/2) with the padding row zero, LayerNorms are (1, 0).
+`init_method="normal"` draws every linear and embedding weight from N(0, `init_std`) instead (Transformers'
+Marian/BART `_init_weights`), biases and the padding row zero.
 
 The functions use `transformers.initialization`, which leaves tensors alone that were loaded from a checkpoint
 (`from_pretrained` marks them), so re-running initialisation never overwrites trained weights.
@@ -20,15 +22,20 @@ from .residual import AdminOmega, deepnorm_constants, initial_omega
 
 
 def init_linear(module: nn.Linear, config: DeepNMTConfig) -> None:
-    """Glorot-uniform weight, zero bias (the `"xavier"` method)."""
-    init.xavier_uniform_(module.weight)
+    """Glorot-uniform weight (N(0, init_std) for `"normal"`), zero bias."""
+    if config.init_method == "normal":
+        init.normal_(module.weight, mean=0.0, std=config.init_std)
+    else:
+        init.xavier_uniform_(module.weight)
     if module.bias is not None:
         init.zeros_(module.bias)
 
 
 def init_embedding(module: nn.Embedding, config: DeepNMTConfig) -> None:
-    """N(0, d_model^-1/2) word embeddings with a zero padding row (fairseq's Transformer recipe)."""
-    init.normal_(module.weight, mean=0.0, std=config.d_model**-0.5)
+    """N(0, d_model^-1/2) word embeddings (fairseq's Transformer recipe; N(0, init_std) for `"normal"`) with a
+    zero padding row."""
+    std = config.init_std if config.init_method == "normal" else config.d_model**-0.5
+    init.normal_(module.weight, mean=0.0, std=std)
     if module.padding_idx is not None and not getattr(module.weight, "_is_hf_initialized", False):
         init.zeros_(module.weight[module.padding_idx])
 
@@ -56,6 +63,7 @@ def init_depth_aware_linear(module: nn.Linear, config: DeepNMTConfig) -> None:
     """Initialise one linear map by `config.init_method`.
 
     xavier:   U(-γ, γ), γ = sqrt(6 / (fan_in + fan_out)).
+    normal:   N(0, init_std).
     ds_init:  U(-γ·α/√l, γ·α/√l) with l the layer number counted from 1 separately in encoder and decoder
               (dsinit-merged-attention, eq. 6). The authors' TensorFlow release applies the scale inside a
               variance-scaling initializer, which shrinks the bound by l^(-1/4) instead; we follow the paper.
@@ -64,7 +72,7 @@ def init_depth_aware_linear(module: nn.Linear, config: DeepNMTConfig) -> None:
     Biases are zero in every method. Linear maps outside the layers (the output projection) stay xavier.
     """
     layer_number = getattr(module, "init_layer_number", None)
-    if layer_number is None or config.init_method == "xavier":
+    if layer_number is None or config.init_method in ("xavier", "normal"):
         init_linear(module, config)
         return
     if config.init_method == "ds_init":

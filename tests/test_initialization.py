@@ -65,3 +65,32 @@ def test_embeddings_are_normal_with_zero_pad_row() -> None:
     weight = model.get_input_embeddings().weight
     assert torch.all(weight[config.pad_token_id] == 0)
     assert weight.std().item() == pytest.approx(64**-0.5, rel=0.05)
+
+
+def test_normal_init_draws_linears_and_embeddings_from_init_std() -> None:
+    """init_method='normal' (Transformers' Marian/BART recipe): N(0, init_std) weights, zero biases and pad row."""
+    torch.manual_seed(0)
+    config = tiny_config(
+        init_method="normal", init_std=0.05, d_model=128, encoder_ffn_dim=256, decoder_ffn_dim=256
+    )
+    model = DeepNMTForConditionalGeneration(config)
+    linears = [m for m in model.modules() if isinstance(m, torch.nn.Linear)]
+    assert len(linears) > 10
+    for module in linears:
+        assert module.weight.std().item() == pytest.approx(0.05, rel=0.1)
+        assert module.bias is None or torch.all(module.bias == 0)
+    embedding = model.get_input_embeddings().weight
+    assert embedding[config.pad_token_id].abs().max().item() == 0
+    rows = [i for i in range(embedding.shape[0]) if i != config.pad_token_id]
+    assert embedding[rows].std().item() == pytest.approx(0.05, rel=0.05)
+    # the xavier default is far from this at the same shape
+    xavier = DeepNMTForConditionalGeneration(
+        tiny_config(d_model=128, encoder_ffn_dim=256, decoder_ffn_dim=256)
+    )
+    assert xavier.model.encoder.layers[0].ffn.fn.fc1.weight.std().item() > 0.07
+
+
+@pytest.mark.parametrize("bad", [0, -0.02, "0.02", None])
+def test_init_std_must_be_positive(bad) -> None:
+    with pytest.raises(ValueError, match="init_std="):
+        tiny_config(init_method="normal", init_std=bad)
