@@ -31,7 +31,15 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import CACHE, markdown_table, multi30k_dir, multi30k_pairs, multi30k_tokenizer, write_results
+from common import (
+    CACHE,
+    RESULTS,
+    markdown_table,
+    multi30k_dir,
+    multi30k_pairs,
+    multi30k_tokenizer,
+    write_results,
+)
 
 RUNS = CACHE / "multi30k-runs"
 
@@ -331,8 +339,44 @@ def report(args: argparse.Namespace, records: list[dict[str, Any]], failed: list
     if failed:
         markdown += f"\nFailed (see bench/.cache/multi30k-runs/*.log): {', '.join(failed)}\n"
     name = "multi30k.quick" if args.quick else "multi30k"
+    if records:
+        plot(records, args, RESULTS / f"{name}.png")
+        markdown += f"\n![BLEU and chrF per model, with the epochs each saw in the budget]({name}.png)\n"
     write_results(name, {"settings": settings(args), "failed": failed, "models": records}, markdown)
     print(markdown)
+
+
+def plot(records: list[dict[str, Any]], args: argparse.Namespace, path: Path) -> None:
+    """BLEU and chrF per model side by side, each bar labelled with the epochs the model saw in the budget."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = [r["name"] for r in records]
+    fig, axes = plt.subplots(1, 2, figsize=(11, 0.5 * len(records) + 1.5), sharey=True)
+    for ax, metric in zip(axes, ("bleu", "chrf"), strict=True):
+        values = [r["test"][metric] for r in records]
+        bars = ax.barh(
+            names, values, color=["#888888" if n.startswith("marian") else "#3b75af" for n in names]
+        )
+        for bar, record in zip(bars, records, strict=True):
+            ax.text(
+                bar.get_width(),
+                bar.get_y() + bar.get_height() / 2,
+                f" {record['epochs']:.1f} ep",
+                va="center",
+            )
+        ax.set_xlabel("sacreBLEU BLEU" if metric == "bleu" else "chrF")
+        ax.set_xlim(0, max(values) * 1.25 if max(values) > 0 else 1)
+    axes[0].invert_yaxis()
+    fig.suptitle(
+        f"Multi30k en→de test_2016_flickr, {args.budget:g} training CPU-s per model, d_model {args.d_model} "
+        "(grey: stock Marian)"
+    )
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
