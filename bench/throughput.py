@@ -30,6 +30,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import (
+    RESULTS,
     interleaved,
     markdown_table,
     multi30k_pairs,
@@ -243,6 +244,36 @@ def check_goals(shape_result: dict[str, Any]) -> list[dict[str, Any]]:
     return goals
 
 
+def plot(shapes: dict[str, Any], path: Path) -> None:
+    """Training and generation speed of every model as a multiple of stock Marian, one panel per shape."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(shapes), figsize=(6 * len(shapes), 4.5), squeeze=False)
+    for ax, (shape_name, shape) in zip(axes[0], shapes.items(), strict=True):
+        names, train, gen = [], [], []
+        for group in shape["groups"]:
+            for model, numbers in group["models"].items():
+                if model != "marian":
+                    names.append(model)
+                    train.append(numbers["train_vs_marian"])
+                    gen.append(numbers["generate_vs_marian"])
+        y = range(len(names))
+        ax.barh([i - 0.2 for i in y], train, height=0.4, label="training")
+        ax.barh([i + 0.2 for i in y], gen, height=0.4, label="beam-4 generation")
+        ax.axvline(1.0, color="black", linewidth=0.8)
+        ax.set_yticks(list(y), names)
+        ax.invert_yaxis()
+        ax.set_xlabel("speed / stock Marian (same group, medians)")
+        ax.set_title(shape_name)
+    axes[0][0].legend(loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
@@ -337,6 +368,9 @@ def main(argv: list[str] | None = None) -> None:
         payload["shapes"][shape_name] = {**result, "goals": goals, "profiles": profiles}
     md.append("\n" + CTRANSLATE2_NOTE + "\n")
     name = "throughput.quick" if args.quick else "throughput"
+    image = f"{name}.png"
+    plot(payload["shapes"], RESULTS / image)
+    md.append(f"\n![training and generation speed of every variant as a multiple of stock Marian]({image})\n")
     write_results(name, payload, "".join(md))
     print("".join(md))
 
