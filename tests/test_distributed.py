@@ -85,7 +85,7 @@ def one_process(data_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Pat
     """The reference: one process, batch 8, through the CLI, with --gradient-checkpointing."""
     out = tmp_path_factory.mktemp("one") / "model"
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(training, "DeepNMTTrainer", _Recording)
+        patch.setattr(training.run, "DeepNMTTrainer", _Recording)
         assert cli.main(_train_args(data_dir, out, 8, "--gradient-checkpointing")) == 0
     model = _Recording.last.model
     assert model.model.encoder.gradient_checkpointing and model.model.decoder.gradient_checkpointing

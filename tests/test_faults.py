@@ -80,7 +80,7 @@ def _trainer_with(monkeypatch: pytest.MonkeyPatch, setup) -> None:
             super().__init__(*args, **kwargs)
             setup(self)
 
-    monkeypatch.setattr(training, "DeepNMTTrainer", Patched)
+    monkeypatch.setattr(training.run, "DeepNMTTrainer", Patched)  # the name `train` looks up
 
 
 class _CrashAt(TrainerCallback):

@@ -91,7 +91,7 @@ def trained(data_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> SimpleN
     )
     _RecordingTrainer.instances.clear()
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(training, "DeepNMTTrainer", _RecordingTrainer)
+        patch.setattr(training.run, "DeepNMTTrainer", _RecordingTrainer)
         record = train(options, dict(TINY))
     return SimpleNamespace(
         record=record, output_dir=output_dir, options=options, trainer=_RecordingTrainer.instances[-1]

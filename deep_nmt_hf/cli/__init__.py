@@ -1,0 +1,62 @@
+"""The `deep-nmt` command: train, evaluate, translate, demo, push, fold, export, plot, data.
+
+Every subcommand explains its flags with ``--help``. Errors (bad paths, missing splits, bad data, invalid
+config values) print one ``error: ...`` line on stderr and exit with code 2, leaving no output directory behind.
+One module per command group (`train`, `evaluate`, `demo`, `push`, `tools`); each has `add_parsers(commands)`
+returning its handlers, and `common` holds what they share.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from . import demo, evaluate, push, tools
+from . import train as train_command
+from .common import EXIT_ERROR, _HelpFormatter, _setup_logging
+from .train import CHOICE_FLAGS
+
+__all__ = ["CHOICE_FLAGS", "EXIT_ERROR", "build_parser", "main"]
+
+COMMAND_GROUPS = (train_command, evaluate, demo, push, tools)
+
+
+def _parser_and_handlers() -> tuple[argparse.ArgumentParser, dict[str, Callable[[argparse.Namespace], int]]]:
+    parser = argparse.ArgumentParser(
+        prog="deep-nmt",
+        description="Train, evaluate and run very deep Transformer translation models (deep_nmt_hf).",
+        formatter_class=_HelpFormatter,
+    )
+    parser.add_argument("--debug", action="store_true", help="show tracebacks instead of one-line errors")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    handlers: dict[str, Any] = {}
+    for group in COMMAND_GROUPS:
+        handlers.update(group.add_parsers(commands))
+    return parser, handlers
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of `deep-nmt` with its subcommands."""
+    return _parser_and_handlers()[0]
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of `deep-nmt`; returns the exit code (0 ok, 2 error)."""
+    parser, handlers = _parser_and_handlers()
+    args = parser.parse_args(argv)
+    _setup_logging(quiet=getattr(args, "no_progress", False))
+    from ..data import DataError
+    from ..training import TrainingDivergedError
+
+    try:
+        return handlers[args.command](args)
+    except KeyboardInterrupt:
+        print("error: interrupted", file=sys.stderr)
+        return 130
+    except (DataError, ValueError, OSError, TrainingDivergedError) as err:
+        if args.debug:
+            raise
+        print(f"error: {err}", file=sys.stderr)
+        return EXIT_ERROR

@@ -1,0 +1,92 @@
+"""What every `deep-nmt` command shares: the help formatter, data / generation flags, model loading,
+score printing and logging setup."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from .. import MODEL_TYPES, VARIANTS
+from ..configuration_deep_nmt import CHOICES
+
+logger = logging.getLogger("deep_nmt_hf")
+
+EXIT_ERROR = 2
+
+
+class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
+    """Shows defaults, except for flags whose default is None or a switch (their help says what happens)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        if action.default is None or isinstance(action.default, bool):
+            return action.help
+        return super()._get_help_string(action)
+
+
+def _variant_names() -> list[str]:
+    return [config_class.model_type for config_class, _, _ in MODEL_TYPES] + sorted(VARIANTS)
+
+
+def _choice_help(field: str) -> str:
+    implemented, planned = CHOICES.get(field, ((), ()))
+    values = ", ".join(implemented) or "see DeepNMTConfig"
+    return f"config field {field}: one of {values} (default: the variant's)"
+
+
+def _add_data_flags(parser: argparse.ArgumentParser, required: bool = True) -> None:
+    group = parser.add_mutually_exclusive_group(required=required)
+    group.add_argument(
+        "--data-dir", type=Path, help="directory of line-aligned {split}.{lang}[.gz] files (or {split}.jsonl)"
+    )
+    group.add_argument(
+        "--data", type=Path, help='one JSON-lines file of {"translation": {src: ..., tgt: ...}} rows'
+    )
+    group.add_argument("--dataset", help="a Hugging Face Hub dataset name (needs the network)")
+
+
+def _add_generation_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--num-beams", type=int, default=4, help="beam size of beam search (1 = greedy)")
+    parser.add_argument("--batch-size", type=int, default=32, help="sentences per generation batch")
+
+
+def _data_source(args: argparse.Namespace) -> str | Path:
+    if args.data_dir is not None:
+        if not args.data_dir.is_dir():
+            raise NotADirectoryError(f"--data-dir {args.data_dir}: no such directory")
+        return args.data_dir
+    if args.data is not None:
+        if not args.data.is_file():
+            raise FileNotFoundError(f"--data {args.data}: no such file")
+        return args.data
+    return args.dataset
+
+
+def _print_scores(record: dict[str, Any], header: str) -> None:
+    print(header)
+    for name, label in (("bleu", "BLEU"), ("chrf", "chrF"), ("ter", "TER")):
+        print(f"{label:<5}= {record[name]:6.2f}  {record[name + '_signature']}")
+
+
+def _load_model(model: str) -> tuple[Any, Any]:
+    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer  # Auto classes: registered by the package
+
+    path = Path(model).expanduser()
+    if not path.exists() and (os.sep in model or model.startswith(".")):
+        raise FileNotFoundError(f"{model}: no such model directory")
+    if path.exists() and not (path / "config.json").is_file():
+        raise FileNotFoundError(f"{model}: not a saved model directory (no config.json)")
+    return AutoModelForSeq2SeqLM.from_pretrained(model), AutoTokenizer.from_pretrained(model)
+
+
+def _setup_logging(quiet: bool = False) -> None:
+    from transformers.utils import logging as hf_logging
+
+    logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
+    logger.setLevel(logging.INFO)
+    hf_logging.set_verbosity_warning()
+    if quiet:
+        os.environ.setdefault("HF_DATASETS_DISABLE_PROGRESS_BARS", "1")

@@ -1,0 +1,109 @@
+"""`deep-nmt evaluate` and `deep-nmt translate`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from .common import (
+    _add_data_flags,
+    _add_generation_flags,
+    _data_source,
+    _HelpFormatter,
+    _load_model,
+    _print_scores,
+)
+
+
+def add_parsers(commands: Any) -> dict[str, Any]:
+    """The `evaluate` and `translate` parsers; returns {command: handler}."""
+    evaluate = commands.add_parser(
+        "evaluate",
+        help="score a saved model: BLEU, chrF, TER with sacrebleu signatures",
+        description="Translate one split with a saved model and print BLEU / chrF / TER with their signatures.",
+        formatter_class=_HelpFormatter,
+    )
+    evaluate.add_argument("model", help="saved model directory")
+    _add_data_flags(evaluate)
+    evaluate.add_argument("--split", default="test", help="split to score")
+    evaluate.add_argument("--src-lang", help="source language (default: from the model's metrics.json)")
+    evaluate.add_argument("--tgt-lang", help="target language (default: from the model's metrics.json)")
+    _add_generation_flags(evaluate)
+    evaluate.add_argument(
+        "--max-new-tokens", type=int, help="generated tokens per sentence (default: automatic)"
+    )
+    evaluate.add_argument("--json", action="store_true", help="print the result as JSON")
+
+    translate = commands.add_parser(
+        "translate",
+        help="translate stdin to stdout, one sentence per line",
+        description="Read sentences from stdin and write one translation per line to stdout (batched; empty "
+        "lines stay empty; order kept).",
+        formatter_class=_HelpFormatter,
+    )
+    translate.add_argument("model", help="saved model directory")
+    _add_generation_flags(translate)
+    translate.add_argument(
+        "--max-new-tokens", type=int, help="generated tokens per sentence (default: automatic)"
+    )
+
+    return {"evaluate": _cmd_evaluate, "translate": _cmd_translate}
+
+
+def _cmd_evaluate(args: argparse.Namespace) -> int:
+    from ..training import METRICS_FILE, evaluate_model
+
+    model_dir = Path(args.model).expanduser()
+    if not (model_dir / "config.json").is_file():
+        raise FileNotFoundError(f"{args.model}: not a saved model directory (no config.json)")
+    src_lang, tgt_lang = args.src_lang, args.tgt_lang
+    if src_lang is None or tgt_lang is None:
+        metrics_path = model_dir / METRICS_FILE
+        saved = json.loads(metrics_path.read_text(encoding="utf-8")) if metrics_path.is_file() else {}
+        src_lang = src_lang or saved.get("src_lang")
+        tgt_lang = tgt_lang or saved.get("tgt_lang")
+        if src_lang is None or tgt_lang is None:
+            raise ValueError(
+                f"give --src-lang and --tgt-lang ({model_dir} has no {METRICS_FILE} naming them)"
+            )
+    result = evaluate_model(
+        model_dir,
+        _data_source(args),
+        args.split,
+        src_lang,
+        tgt_lang,
+        num_beams=args.num_beams,
+        batch_size=args.batch_size,
+        max_length=args.max_new_tokens,
+    )
+    if args.json:
+        print(json.dumps(result, indent=2))
+    else:
+        _print_scores(
+            result,
+            f"{args.model} on {args.split} ({result['num_sentences']} sentences, {src_lang}->{tgt_lang}, "
+            f"beam {args.num_beams}):",
+        )
+    return 0
+
+
+def _cmd_translate(args: argparse.Namespace) -> int:
+    from ..training import translate
+
+    model, tokenizer = _load_model(args.model)
+    lines = [line.rstrip("\r\n") for line in sys.stdin]
+    outputs = translate(
+        model,
+        tokenizer,
+        lines,
+        num_beams=args.num_beams,
+        batch_size=args.batch_size,
+        max_new_tokens=args.max_new_tokens,
+    )
+    for text in outputs:
+        sys.stdout.write(" ".join(text.splitlines()) + "\n")
+    sys.stdout.flush()
+    return 0

@@ -1,0 +1,256 @@
+"""`deep-nmt train`: its flags and the command."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from .common import _add_data_flags, _choice_help, _data_source, _HelpFormatter, _print_scores, _variant_names
+
+# choice flags: exactly the config field names (validated by the config class, not by argparse)
+CHOICE_FLAGS = (
+    "layer_norm_position",
+    "residual_scaling",
+    "init_method",
+    "decoder_attention",
+    "encoder_layer_aggregation",
+    "decoder_layer_aggregation",
+)
+
+
+def _add_train_flags(parser: argparse.ArgumentParser) -> None:
+    _add_data_flags(parser)
+    parser.add_argument("--src-lang", required=True, help="source language code (file suffix / JSON key)")
+    parser.add_argument("--tgt-lang", required=True, help="target language code (file suffix / JSON key)")
+    parser.add_argument("--output-dir", required=True, type=Path, help="where the trained model is saved")
+    parser.add_argument("--train-split", default="train", help="training split name")
+    parser.add_argument(
+        "--valid-split",
+        help="validation split name (default: the first of valid, val, validation, dev found)",
+    )
+    parser.add_argument("--test-split", help="optional split scored at the end (reported in metrics.json)")
+
+    model = parser.add_argument_group("model (unset flags keep the variant's defaults)")
+    model.add_argument(
+        "--variant",
+        default="deep_nmt",
+        help=f"model type / preset config class; one of: {', '.join(_variant_names())}",
+    )
+    model.add_argument(
+        "--preset", help="a named shape preset of the variant (e.g. tiny, 6L-6L; see the config)"
+    )
+    model.add_argument("--d-model", type=int, help="model width d_model")
+    model.add_argument("--encoder-layers", type=int, help="number of encoder layers")
+    model.add_argument("--decoder-layers", type=int, help="number of decoder layers")
+    model.add_argument("--heads", type=int, help="attention heads in encoder and decoder")
+    model.add_argument("--ffn-dim", type=int, help="feed-forward inner size in encoder and decoder")
+    model.add_argument("--dropout", type=float, help="residual dropout")
+    model.add_argument("--attention-dropout", type=float, help="dropout on attention weights")
+    model.add_argument("--activation-dropout", type=float, help="dropout after the FFN activation")
+    model.add_argument(
+        "--activation-function", help="FFN activation (a transformers ACT2FN name, e.g. relu, gelu)"
+    )
+    model.add_argument(
+        "--max-position-embeddings", type=int, help="positions (default: max(256, max lengths))"
+    )
+    for field in CHOICE_FLAGS:
+        model.add_argument(
+            "--" + field.replace("_", "-"), dest=field, metavar="VALUE", help=_choice_help(field)
+        )
+    model.add_argument(
+        "--set",
+        dest="config_set",
+        action="append",
+        default=[],
+        metavar="FIELD=VALUE",
+        help="any other config field (JSON value, e.g. --set dlcl_window=4 --set encoder_reinject_input=true); "
+        "repeatable",
+    )
+    model.add_argument(
+        "--label-smoothing", type=float, default=0.1, help="label smoothing of the model's loss"
+    )
+
+    tok = parser.add_argument_group("tokenizer")
+    tok.add_argument(
+        "--vocab-size", type=int, default=8000, help="joint BPE vocabulary size (when training one)"
+    )
+    tok.add_argument("--tokenizer", type=Path, help="load this saved tokenizer instead of training one")
+    tok.add_argument(
+        "--max-source-length", type=int, default=128, help="source tokens kept (longer: truncated)"
+    )
+    tok.add_argument(
+        "--max-target-length", type=int, default=128, help="target tokens kept (longer: truncated)"
+    )
+
+    run = parser.add_argument_group("training")
+    run.add_argument("--max-steps", type=int, default=-1, help="optimizer steps (> 0 overrides --epochs)")
+    run.add_argument(
+        "--epochs", type=float, default=10.0, help="training epochs (when --max-steps is not set)"
+    )
+    run.add_argument("--batch-size", type=int, default=32, help="sentence pairs per training batch")
+    run.add_argument(
+        "--eval-batch-size", type=int, help="sentences per evaluation batch (default: --batch-size)"
+    )
+    run.add_argument(
+        "--lr", type=float, default=5e-4, help="peak learning rate (Adam β=(0.9, 0.98), no decay)"
+    )
+    run.add_argument("--warmup-steps", type=int, default=4000, help="linear warmup, then inverse square root")
+    run.add_argument("--max-grad-norm", type=float, default=1.0, help="gradient clipping norm")
+    run.add_argument(
+        "--eval-steps", type=int, help="evaluate (beam search, BLEU) every N steps (default: at end)"
+    )
+    run.add_argument(
+        "--max-eval-samples", type=int, default=500, help="validation sentences used during training"
+    )
+    run.add_argument("--max-train-samples", type=int, help="use only the first N training pairs")
+    run.add_argument("--save-steps", type=int, default=1000, help="write a checkpoint every N steps")
+    run.add_argument("--save-total-limit", type=int, default=2, help="checkpoints kept")
+    run.add_argument("--logging-steps", type=int, default=50, help="log the training loss every N steps")
+    run.add_argument(
+        "--num-beams", type=int, default=4, help="beam size for evaluation and generation_config"
+    )
+    run.add_argument("--seed", type=int, default=42, help="random seed")
+    run.add_argument(
+        "--gradient-checkpointing",
+        action="store_true",
+        help="recompute activations in backward to save memory",
+    )
+    run.add_argument("--overwrite", action="store_true", help="replace an existing output directory")
+    run.add_argument("--resume", action="store_true", help="continue from the checkpoints of a failed run")
+    run.add_argument("--keep-checkpoints", action="store_true", help="keep checkpoint-* dirs in the output")
+    run.add_argument(
+        "--train-sampling",
+        default="group_by_length",
+        choices=("group_by_length", "random", "sequential"),
+        help="training sampler; --batch-size is per process (global batch = processes x --batch-size)",
+    )
+    run.add_argument(
+        "--divergence-factor",
+        type=float,
+        help="stop when a step's loss exceeds this factor x the mean of the previous 20 steps (> 1)",
+    )
+    run.add_argument(
+        "--skip-nonfinite-batches",
+        type=int,
+        default=0,
+        metavar="N",
+        help="skip up to N batches with a NaN/inf loss (zero gradient; counted in metrics.json) before "
+        "stopping",
+    )
+    run.add_argument("--no-progress", action="store_true", help="hide progress bars")
+    run.add_argument("--json", action="store_true", help="print the metrics record as JSON on stdout")
+
+
+def add_parsers(commands: Any) -> dict[str, Any]:
+    """The `train` parser; returns {command: handler}."""
+    train = commands.add_parser(
+        "train",
+        help="train a model with Seq2SeqTrainer",
+        description="Train a model on parallel text (joint BPE tokenizer, Seq2SeqTrainer, beam-search BLEU).",
+        formatter_class=_HelpFormatter,
+        epilog="example:\n  deep-nmt train --data-dir ../shared/data/multi30k --src-lang en --tgt-lang de "
+        "--valid-split val --output-dir out/en-de --layer-norm-position pre --encoder-layers 12",
+    )
+    _add_train_flags(train)
+
+    return {"train": _cmd_train}
+
+
+def _parse_set(items: Sequence[str]) -> dict[str, Any]:
+    from ..configuration_deep_nmt import DeepNMTConfig
+
+    known = set(DeepNMTConfig().to_dict())
+    values: dict[str, Any] = {}
+    for item in items:
+        key, sep, raw = item.partition("=")
+        key = key.strip().replace("-", "_")
+        if not sep or not key:
+            raise ValueError(f"--set {item!r}: expected FIELD=VALUE")
+        if key not in known:
+            raise ValueError(f"--set {key}: not a config field of DeepNMTConfig")
+        try:
+            values[key] = json.loads(raw)
+        except json.JSONDecodeError:
+            values[key] = raw  # a bare string such as --set dlcl_init=one
+    return values
+
+
+def _config_overrides(args: argparse.Namespace) -> dict[str, Any]:
+    overrides = _parse_set(args.config_set)
+    flags = {
+        "d_model": args.d_model,
+        "encoder_layers": args.encoder_layers,
+        "decoder_layers": args.decoder_layers,
+        "encoder_attention_heads": args.heads,
+        "decoder_attention_heads": args.heads,
+        "encoder_ffn_dim": args.ffn_dim,
+        "decoder_ffn_dim": args.ffn_dim,
+        "dropout": args.dropout,
+        "attention_dropout": args.attention_dropout,
+        "activation_dropout": args.activation_dropout,
+        "activation_function": args.activation_function,
+        "max_position_embeddings": args.max_position_embeddings,
+        **{field: getattr(args, field) for field in CHOICE_FLAGS},
+    }
+    overrides.update({key: value for key, value in flags.items() if value is not None})
+    return overrides
+
+
+def _cmd_train(args: argparse.Namespace) -> int:
+    from ..training import TrainingOptions, train
+
+    options = TrainingOptions(
+        output_dir=str(args.output_dir),
+        data_source=_data_source(args),
+        src_lang=args.src_lang,
+        tgt_lang=args.tgt_lang,
+        train_split=args.train_split,
+        valid_split=args.valid_split,
+        test_split=args.test_split,
+        variant=args.variant,
+        preset=args.preset,
+        tokenizer_dir=str(args.tokenizer) if args.tokenizer else None,
+        vocab_size=args.vocab_size,
+        max_source_length=args.max_source_length,
+        max_target_length=args.max_target_length,
+        batch_size=args.batch_size,
+        eval_batch_size=args.eval_batch_size,
+        learning_rate=args.lr,
+        warmup_steps=args.warmup_steps,
+        max_steps=args.max_steps,
+        num_train_epochs=args.epochs,
+        eval_steps=args.eval_steps,
+        save_steps=args.save_steps,
+        save_total_limit=args.save_total_limit,
+        logging_steps=args.logging_steps,
+        max_eval_samples=args.max_eval_samples,
+        max_train_samples=args.max_train_samples,
+        num_beams=args.num_beams,
+        seed=args.seed,
+        label_smoothing=args.label_smoothing,
+        max_grad_norm=args.max_grad_norm,
+        gradient_checkpointing=args.gradient_checkpointing,
+        overwrite=args.overwrite,
+        resume=args.resume,
+        keep_checkpoints=args.keep_checkpoints,
+        disable_tqdm=True if args.no_progress else None,
+        train_sampling=args.train_sampling,
+        divergence_factor=args.divergence_factor,
+        skip_nonfinite_batches=args.skip_nonfinite_batches,
+    )
+    with contextlib.redirect_stdout(sys.stderr):  # Trainer logs go to stderr; stdout carries only the result
+        record = train(options, _config_overrides(args))
+    if "process_index" in record:  # a non-zero rank of a multi-process run: rank 0 reports
+        return 0
+    if args.json:
+        print(json.dumps(record, indent=2, default=str))
+    else:
+        if record.get("eval_split"):
+            _print_scores(record, f"{record['eval_split']} ({record['num_sentences']} sentences):")
+        print(f"model saved to {Path(args.output_dir).absolute()}")
+    return 0

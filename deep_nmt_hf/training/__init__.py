@@ -1,0 +1,55 @@
+"""Training and evaluation: `Seq2SeqTrainer` wiring, sacreBLEU metrics, batched translation.
+
+No hand-written training loop: `train` prepares data, tokenizer and model, then hands everything to
+`transformers.Seq2SeqTrainer` with the usual Transformer NMT recipe (Adam β = (0.9, 0.98), no weight decay,
+inverse-square-root schedule after a linear warmup, length-grouped batches, label smoothing 0.1).
+
+Label smoothing lives in the model's own loss (`config.label_smoothing`), never in the Trainer
+(`label_smoothing_factor` stays 0): the Trainer's label smoother would recompute the loss from the logits and
+drop any extra training loss the model adds in `forward`.
+
+Metrics are sacreBLEU's BLEU, chrF and TER (`sacrebleu.metrics`, `corpus_score`) with their signatures, so
+that every reported number says how it was computed.
+
+Output directory: everything is written into a staging sibling ``<output_dir>.partial`` (the Trainer's
+checkpoints too) and renamed to ``output_dir`` only when the model, tokenizer, generation config and
+``metrics.json`` are complete, so a crash never leaves a half-written model directory. If a run fails after
+writing checkpoints, the staging directory is kept so that ``resume=True`` can continue it.
+
+The package has one module per job: `options` (TrainingOptions, the NMT recipe), `inputs` (variant, config,
+splits, tokenization), `trainer` (DeepNMTTrainer), `divergence`, `staging`, `metrics`, `translation`, `run`
+(`train`).
+"""
+
+from .divergence import DivergenceCallback, TrainingDivergedError
+from .inputs import VALID_SPLIT_CANDIDATES, build_config, load_split, resolve_variant, tokenize_dataset
+from .metrics import compute_translation_metrics, make_compute_metrics
+from .options import ADAM_BETAS, TRAIN_SAMPLING, TrainingOptions, nmt_recipe
+from .run import train
+from .staging import METRICS_FILE, SAVING_DIR, staged_output_dir
+from .trainer import LOSS_COMPONENTS, DeepNMTTrainer
+from .translation import evaluate_model, translate
+
+__all__ = [
+    "ADAM_BETAS",
+    "LOSS_COMPONENTS",
+    "METRICS_FILE",
+    "SAVING_DIR",
+    "TRAIN_SAMPLING",
+    "VALID_SPLIT_CANDIDATES",
+    "DeepNMTTrainer",
+    "DivergenceCallback",
+    "TrainingDivergedError",
+    "TrainingOptions",
+    "build_config",
+    "compute_translation_metrics",
+    "evaluate_model",
+    "load_split",
+    "make_compute_metrics",
+    "nmt_recipe",
+    "resolve_variant",
+    "staged_output_dir",
+    "tokenize_dataset",
+    "train",
+    "translate",
+]

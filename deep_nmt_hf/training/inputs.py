@@ -1,0 +1,173 @@
+"""Config and data for training: variant lookup, config from a tokenizer, splits, tokenization."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+import datasets
+from transformers import (
+    PreTrainedTokenizerBase,
+)
+
+from .. import MODEL_TYPES, VARIANTS
+from ..configuration_deep_nmt import DeepNMTConfig
+from ..data import DataError, ReadReport, available_splits, load_parallel
+from ..tokenization import special_token_ids
+from .options import TrainingOptions
+
+logger = logging.getLogger(__name__)
+
+VALID_SPLIT_CANDIDATES = ("valid", "val", "validation", "dev")
+
+
+def resolve_variant(name: str) -> tuple[type, type]:
+    """(config class, seq2seq LM class) for a model type (``deep_nmt``, ``deep_nmt_admin``, ...) or a short
+    variant name (``base``, ``admin``, ...). ValueError listing the valid names otherwise."""
+    by_type = {config_class.model_type: (config_class, lm_class) for config_class, _, lm_class in MODEL_TYPES}
+    if name in by_type:
+        return by_type[name]
+    config_class = VARIANTS.get(name)
+    if config_class is not None and config_class.model_type in by_type:
+        return by_type[config_class.model_type]
+    valid = sorted(by_type) + sorted(set(VARIANTS) - set(by_type))
+    raise ValueError(f"variant={name!r} is unknown; valid variants: {', '.join(valid)}")
+
+
+def build_config(
+    tokenizer: PreTrainedTokenizerBase,
+    config_class: type = DeepNMTConfig,
+    max_source_length: int = 128,
+    max_target_length: int = 128,
+    **fields_: Any,
+) -> DeepNMTConfig:
+    """A model config whose special ids and vocab size come from `tokenizer` (`special_token_ids`).
+
+    `fields_` are config fields (shape and choices); the variant's defaults fill the rest. `label_smoothing`
+    defaults to 0.1 (applied in the model's loss). `max_position_embeddings` defaults to
+    max(256, max_source_length, max_target_length) and must hold both maximum lengths. Invalid values raise
+    the config's ValueError naming the field.
+    """
+    ids = special_token_ids(tokenizer)
+    for key in ids:
+        if key in fields_ and fields_[key] != ids[key]:
+            raise ValueError(f"{key}={fields_[key]!r} contradicts the tokenizer, which has {key}={ids[key]}")
+    fields_ = {**fields_, **ids}
+    fields_.setdefault("label_smoothing", 0.1)
+    longest = max(max_source_length, max_target_length)
+    fields_.setdefault("max_position_embeddings", max(256, longest))
+    if fields_["max_position_embeddings"] < longest:
+        raise ValueError(
+            f"max_position_embeddings={fields_['max_position_embeddings']} is shorter than the maximum "
+            f"source/target length {longest}"
+        )
+    return config_class(**fields_)
+
+
+def load_split(
+    source: str | os.PathLike[str],
+    split: str,
+    src_lang: str,
+    tgt_lang: str,
+    report: ReadReport | None = None,
+) -> datasets.Dataset:
+    """One split via `data.load_parallel` (its bad-data policy: DataError naming file and line for undecodable
+    text, empty pairs dropped and counted into `report`). A `Path` (or a path-like string) never falls back to
+    the Hub: `load_parallel` makes that check."""
+    return load_parallel(source, split, src_lang, tgt_lang, report=report)
+
+
+def _find_valid_split(source: str | os.PathLike[str], src_lang: str, tgt_lang: str) -> str | None:
+    """The first of VALID_SPLIT_CANDIDATES that the source has (a directory is listed, a Hub name probed)."""
+    path = Path(source).expanduser()
+    if path.is_dir():
+        present = set(available_splits(path, src_lang, tgt_lang))
+        return next((name for name in VALID_SPLIT_CANDIDATES if name in present), None)
+    if path.is_file():
+        return None  # one JSON-lines file is one split
+    for name in VALID_SPLIT_CANDIDATES:
+        with contextlib.suppress(DataError):
+            load_split(source, name, src_lang, tgt_lang)
+            return name
+    return None
+
+
+def tokenize_dataset(
+    dataset: datasets.Dataset,
+    tokenizer: PreTrainedTokenizerBase,
+    src_lang: str,
+    tgt_lang: str,
+    max_source_length: int = 128,
+    max_target_length: int = 128,
+    stats: dict[str, int] | None = None,
+) -> datasets.Dataset:
+    """Map ``{"translation": {src, tgt}}`` rows to ``input_ids``, ``attention_mask`` and ``labels``.
+
+    Over-long pairs are truncated (not dropped): the source to `max_source_length` tokens and the target to
+    `max_target_length` tokens, both still ending in ``</s>`` (the same ids as the tokenizer's own
+    ``truncation=True``). When `stats` is given, ``stats["truncated_pairs"]`` is set to the number of pairs
+    that were cut on at least one side.
+    """
+    eos = tokenizer.eos_token_id
+
+    def cut(rows: list[list[int]], limit: int, flags: list[bool]) -> list[list[int]]:
+        # tokenized with room for one more token: a row longer than `limit` was longer than the limit
+        out = []
+        for index, row in enumerate(rows):
+            if len(row) > limit:
+                flags[index] = True
+                row = row[: limit - 1] + [eos if row[-1] == eos else row[limit - 1]]
+            out.append(row)
+        return out
+
+    def encode(batch: dict[str, list]) -> dict[str, list]:
+        sources = [pair[src_lang] for pair in batch["translation"]]
+        targets = [pair[tgt_lang] for pair in batch["translation"]]
+        source_ids = tokenizer(sources, truncation=True, max_length=max_source_length + 1)["input_ids"]
+        target_ids = tokenizer(text_target=targets, truncation=True, max_length=max_target_length + 1)[
+            "input_ids"
+        ]
+        flags = [False] * len(sources)
+        source_ids = cut(source_ids, max_source_length, flags)
+        target_ids = cut(target_ids, max_target_length, flags)
+        return {
+            "input_ids": source_ids,
+            "attention_mask": [[1] * len(row) for row in source_ids],
+            "labels": target_ids,
+            "_truncated": flags,
+        }
+
+    tokenized = dataset.map(
+        encode,
+        batched=True,
+        remove_columns=dataset.column_names,
+        desc="Tokenizing",
+        load_from_cache_file=False,
+    )
+    if stats is not None:
+        stats["truncated_pairs"] = int(sum(tokenized["_truncated"]))
+    return tokenized.remove_columns("_truncated")
+
+
+def _load_training_data(
+    options: TrainingOptions, report: ReadReport | None = None
+) -> tuple[datasets.Dataset, datasets.Dataset | None, str | None]:
+    train_set = load_split(
+        options.data_source, options.train_split, options.src_lang, options.tgt_lang, report=report
+    )
+    valid_split = options.valid_split
+    if valid_split is None:
+        valid_split = _find_valid_split(options.data_source, options.src_lang, options.tgt_lang)
+        if valid_split is None:
+            logger.warning(
+                "no validation split found (tried %s): no evaluation", ", ".join(VALID_SPLIT_CANDIDATES)
+            )
+    valid_set = None
+    if valid_split is not None:
+        valid_set = load_split(options.data_source, valid_split, options.src_lang, options.tgt_lang)
+    if options.max_train_samples is not None and len(train_set) > options.max_train_samples:
+        train_set = train_set.select(range(options.max_train_samples))
+    return train_set, valid_set, valid_split

@@ -1,0 +1,120 @@
+"""`TrainingOptions` (everything `train` needs besides the config) and the Transformer NMT recipe as
+Trainer arguments."""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+from typing import Any
+
+logger = logging.getLogger(__name__)
+TRAIN_SAMPLING = ("group_by_length", "random", "sequential")
+ADAM_BETAS = (0.9, 0.98)
+
+
+@dataclass
+class TrainingOptions:
+    """Everything `train` needs besides the model's config fields (those go in `config_overrides`).
+
+    `data_source` is a directory of ``{split}.{lang}[.gz]`` files, a ``.jsonl`` file or a Hub dataset name
+    (a `Path` is never looked up on the Hub). `valid_split=None` picks the first of valid / val / validation /
+    dev that exists (no evaluation if none does). At the end the whole validation split (unless
+    `score_valid=False`) and `test_split` (when given) are translated and scored. `max_steps`
+    > 0 overrides `num_train_epochs`. `eval_steps=None` evaluates only once, at the end. `tokenizer_dir` loads
+    a saved tokenizer instead of training a BPE tokenizer of `vocab_size` on the training split.
+
+    `batch_size` is per process: under `accelerate launch` / torchrun with W processes one optimizer step
+    sees a global batch of W × `batch_size` sentence pairs. `train_sampling` is the Trainer's sampler:
+    ``group_by_length`` (default; batches of similar length, less padding) or ``random`` / ``sequential``
+    (then W processes × `batch_size` see exactly the pairs one process sees with W × `batch_size`).
+    `divergence_factor` and `skip_nonfinite_batches` configure the `DivergenceCallback`.
+    """
+
+    output_dir: str
+    data_source: str | os.PathLike[str]
+    src_lang: str
+    tgt_lang: str
+    train_split: str = "train"
+    valid_split: str | None = None
+    test_split: str | None = None
+    variant: str = "deep_nmt"
+    preset: str | None = None
+    tokenizer_dir: str | None = None
+    vocab_size: int = 8000
+    max_source_length: int = 128
+    max_target_length: int = 128
+    batch_size: int = 32
+    eval_batch_size: int | None = None
+    learning_rate: float = 5e-4
+    warmup_steps: int = 4000
+    max_steps: int = -1
+    num_train_epochs: float = 10.0
+    eval_steps: int | None = None
+    save_steps: int = 1000
+    save_total_limit: int = 2
+    logging_steps: int = 50
+    max_eval_samples: int | None = 500
+    max_train_samples: int | None = None
+    num_beams: int = 4
+    score_valid: bool = True
+    seed: int = 42
+    label_smoothing: float = 0.1
+    max_grad_norm: float = 1.0
+    gradient_checkpointing: bool = False
+    overwrite: bool = False
+    resume: bool = False
+    keep_checkpoints: bool = False
+    disable_tqdm: bool | None = None
+    train_sampling: str = "group_by_length"
+    divergence_factor: float | None = None
+    skip_nonfinite_batches: int = 0
+
+    def __post_init__(self) -> None:
+        positive = ("vocab_size", "max_source_length", "max_target_length", "batch_size", "save_steps")
+        positive += ("save_total_limit", "logging_steps", "num_beams")
+        for name in positive:
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name}={value!r} must be a positive integer")
+        for name in ("eval_steps", "eval_batch_size", "max_eval_samples", "max_train_samples"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+                raise ValueError(f"{name}={value!r} must be a positive integer (or None)")
+        if self.warmup_steps < 0:
+            raise ValueError(f"warmup_steps={self.warmup_steps} must be >= 0")
+        if not self.learning_rate > 0:
+            raise ValueError(f"learning_rate={self.learning_rate} must be > 0")
+        if self.max_steps <= 0 and not self.num_train_epochs > 0:
+            raise ValueError("give max_steps > 0 or num_train_epochs > 0")
+        if not 0.0 <= self.label_smoothing < 1.0:
+            raise ValueError(f"label_smoothing={self.label_smoothing} must lie in [0, 1)")
+        if self.train_sampling not in TRAIN_SAMPLING:
+            raise ValueError(f"train_sampling={self.train_sampling!r}; valid: {', '.join(TRAIN_SAMPLING)}")
+        if self.divergence_factor is not None and not self.divergence_factor > 1.0:
+            raise ValueError(
+                f"divergence_factor={self.divergence_factor} must be > 1 (or None: no spike check)"
+            )
+        if isinstance(self.skip_nonfinite_batches, bool) or self.skip_nonfinite_batches < 0:
+            raise ValueError(
+                f"skip_nonfinite_batches={self.skip_nonfinite_batches!r} must be an integer >= 0"
+            )
+
+
+def nmt_recipe(
+    learning_rate: float, warmup_steps: int, max_grad_norm: float = 1.0, sampling: str = "group_by_length"
+) -> dict[str, Any]:
+    """The Transformer NMT recipe as `Seq2SeqTrainingArguments` fields: Adam β = (0.9, 0.98) without weight
+    decay, linear warmup then inverse square root, gradient clipping, length-grouped batches. Label smoothing
+    stays 0 here: it is in the model's loss (config.label_smoothing), so extra loss terms are kept."""
+    return dict(
+        learning_rate=learning_rate,
+        lr_scheduler_type="inverse_sqrt",
+        warmup_steps=warmup_steps,
+        adam_beta1=ADAM_BETAS[0],
+        adam_beta2=ADAM_BETAS[1],
+        weight_decay=0.0,
+        max_grad_norm=max_grad_norm,
+        label_smoothing_factor=0.0,
+        train_sampling_strategy=sampling,  # 4.x: group_by_length=True
+    )

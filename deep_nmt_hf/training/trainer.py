@@ -1,0 +1,127 @@
+"""`DeepNMTTrainer`: Seq2SeqTrainer with token-exact loss scaling, divergence guard, atomic checkpoints."""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import torch
+from transformers import (
+    Seq2SeqTrainer,
+)
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, rotate_checkpoints
+
+from .divergence import DivergenceCallback
+from .staging import SAVING_DIR, _fsync_tree
+
+logger = logging.getLogger(__name__)
+
+LOSS_COMPONENTS = ("nll_loss", "ddr_loss", "ald_loss")
+
+
+class DeepNMTTrainer(Seq2SeqTrainer):
+    """`Seq2SeqTrainer` with token-exact loss scaling, a per-step divergence guard, atomic checkpoints and
+    logging of the model's loss components.
+
+    - Loss scaling: the model returns the mean over its batch's target tokens. Under several processes (or
+      gradient accumulation) the Trainer passes `num_items_in_batch`, the target tokens of the whole global
+      batch; the loss is rescaled by (local tokens / global tokens) so that the summed gradient equals the
+      gradient of the token mean over the global batch — the same as one process with the whole batch.
+    - Divergence guard: every training micro-batch's loss is handed to the `DivergenceCallback` among the
+      callbacks (if any); a batch it decides to skip contributes a zero gradient.
+    - Checkpoints are written into ``<output_dir>/.saving/checkpoint-N`` and renamed to
+      ``<output_dir>/checkpoint-N`` only when every file (and every rank's RNG state) is written, so a crash
+      mid-save never leaves a ``checkpoint-N`` that `--resume` or `from_pretrained` would take for complete.
+    - Models with collapse-reducing losses (deep-decoder-cad-crt eq. 9-11) return `nll_loss`, `ddr_loss` and
+      `ald_loss` next to the total `loss`; every training log line then carries each component's mean over
+      the steps since the previous log line, under those names.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._component_sums: dict[str, float] = {}
+        self._component_counts: dict[str, int] = {}
+        self._saving_into: Path | None = None
+        guards = [cb for cb in self.callback_handler.callbacks if isinstance(cb, DivergenceCallback)]
+        self.divergence: DivergenceCallback | None = guards[0] if guards else None
+
+    def compute_loss(
+        self,
+        model: torch.nn.Module,
+        inputs: dict[str, Any],
+        return_outputs: bool = False,
+        num_items_in_batch: Any = None,
+    ) -> Any:
+        labels = inputs.get("labels")
+        loss, outputs = super().compute_loss(
+            model, inputs, return_outputs=True, num_items_in_batch=num_items_in_batch
+        )
+        if (
+            num_items_in_batch is not None
+            and self.model_accepts_loss_kwargs  # the Trainer then treats the loss as a sum / global tokens
+            and labels is not None
+            and self.compute_loss_func is None
+        ):
+            # the model's loss is a mean over this batch's tokens: make it (sum over this batch) / (tokens of
+            # the global batch); the Trainer multiplies by the world size and DDP averages the gradients
+            local_tokens = labels.ne(-100).sum().to(loss.device)
+            loss = loss * (local_tokens / torch.as_tensor(num_items_in_batch, device=loss.device))
+        if model.training and self.divergence is not None:
+            raw = outputs.get("loss") if hasattr(outputs, "get") else None
+            if raw is not None and self.divergence.observe(raw):
+                # skip this batch: a zero loss that still reaches every parameter, so that DDP's gradient
+                # all-reduce sees the same parameters on every rank
+                loss = sum((p.sum() * 0.0 for p in model.parameters() if p.requires_grad), loss.new_zeros(()))
+        if model.training and hasattr(outputs, "get"):
+            for name in LOSS_COMPONENTS:
+                value = outputs.get(name)
+                if value is not None:
+                    self._component_sums[name] = self._component_sums.get(name, 0.0) + float(value.detach())
+                    self._component_counts[name] = self._component_counts.get(name, 0) + 1
+        return (loss, outputs) if return_outputs else loss
+
+    def _get_output_dir(self, trial: Any) -> str:
+        if self._saving_into is not None:
+            return str(self._saving_into)
+        return super()._get_output_dir(trial)
+
+    def _save_checkpoint(self, model: torch.nn.Module, trial: Any) -> None:
+        """The Trainer's checkpoint, written into ``.saving/`` and renamed into place when complete."""
+        run_dir = Path(super()._get_output_dir(trial))
+        scratch = run_dir / SAVING_DIR
+        name = f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}"
+        if self.args.should_save:
+            shutil.rmtree(scratch, ignore_errors=True)  # leftovers of a crash mid-save
+            scratch.mkdir(parents=True, exist_ok=True)
+        self.accelerator.wait_for_everyone()
+        self._saving_into = scratch
+        try:
+            super()._save_checkpoint(model, trial)
+        finally:
+            self._saving_into = None
+        self.accelerator.wait_for_everyone()  # every rank has written its part (RNG state, shards)
+        if self.args.should_save:
+            target = run_dir / name
+            if target.exists():
+                shutil.rmtree(target)
+            _fsync_tree(scratch / name)
+            os.replace(scratch / name, target)
+            shutil.rmtree(scratch, ignore_errors=True)
+            rotate_checkpoints(
+                output_dir=str(run_dir),
+                save_total_limit=self.args.save_total_limit,
+                best_model_checkpoint=self.state.best_model_checkpoint,
+                use_mtime=True,
+            )
+        self.accelerator.wait_for_everyone()
+
+    def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
+        if "loss" in logs and self._component_counts:
+            for name, total in self._component_sums.items():
+                logs[name] = round(total / self._component_counts[name], 4)
+            self._component_sums.clear()
+            self._component_counts.clear()
+        super().log(logs, start_time)

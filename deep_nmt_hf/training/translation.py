@@ -1,0 +1,128 @@
+"""Batched beam-search translation of sentence lists and scoring of a saved model on a split."""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+from tqdm.auto import tqdm
+from transformers import (
+    AutoModelForSeq2SeqLM,
+    AutoTokenizer,
+    PreTrainedModel,
+    PreTrainedTokenizerBase,
+)
+
+from .inputs import load_split
+from .metrics import compute_translation_metrics
+
+logger = logging.getLogger(__name__)
+
+
+def _device_of(model: torch.nn.Module) -> torch.device:
+    return next(model.parameters()).device
+
+
+@torch.inference_mode()
+def translate(
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    sentences: Sequence[str],
+    num_beams: int = 4,
+    batch_size: int = 32,
+    max_new_tokens: int | None = None,
+    progress: bool = False,
+) -> list[str]:
+    """Translate `sentences` with beam search, in batches of similar length; results in input order.
+
+    Sentences are sorted by token length (longest first) so that a batch holds little padding, then the
+    translations are put back in the order of the input. Empty or blank sentences translate to "" without
+    running the model. Sources longer than the model's positions are truncated. `max_new_tokens=None`
+    allows 2 × the longest source of the batch + 10 tokens (bounded by the model's positions and its
+    generation config), so that a model that never emits ``</s>`` cannot run for hundreds of steps.
+    """
+    if batch_size < 1:
+        raise ValueError(f"batch_size={batch_size} must be at least 1")
+    results = [""] * len(sentences)
+    todo = [i for i, text in enumerate(sentences) if text.strip()]
+    if not todo:
+        return results
+    max_positions = getattr(model.config, "max_position_embeddings", None)
+    cap = getattr(model.generation_config, "max_length", None) or 256
+    if max_positions is not None:
+        cap = min(cap, max_positions)
+    encoded = tokenizer(
+        [sentences[i] for i in todo], truncation=max_positions is not None, max_length=max_positions
+    )["input_ids"]
+    order = sorted(range(len(todo)), key=lambda k: len(encoded[k]), reverse=True)
+    was_training = model.training
+    model.eval()
+    device = _device_of(model)
+    batches = range(0, len(order), batch_size)
+    try:
+        for start in tqdm(batches, desc="Translating", unit="batch", disable=not progress):
+            chunk = order[start : start + batch_size]
+            batch = tokenizer.pad({"input_ids": [encoded[k] for k in chunk]}, return_tensors="pt")
+            batch = {key: value.to(device) for key, value in batch.items()}
+            limit = max_new_tokens
+            if limit is None:
+                limit = min(cap - 1, 2 * batch["input_ids"].shape[1] + 10)
+            # max_length counts the decoder start token: the same bound as max_new_tokens=limit, without the
+            # warning about max_new_tokens and the generation config's max_length both being set
+            output = model.generate(**batch, num_beams=num_beams, max_length=limit + 1)
+            texts = tokenizer.batch_decode(output, skip_special_tokens=True)
+            for k, text in zip(chunk, texts, strict=True):
+                results[todo[k]] = text.strip()
+    finally:
+        model.train(was_training)
+    return results
+
+
+def evaluate_model(
+    model_dir: str | os.PathLike[str],
+    data_source: str | os.PathLike[str],
+    split: str,
+    src_lang: str,
+    tgt_lang: str,
+    num_beams: int = 4,
+    batch_size: int = 32,
+    max_length: int | None = None,
+    progress: bool = True,
+) -> dict[str, Any]:
+    """Translate one split with a saved model and score it: BLEU / chrF / TER with signatures.
+
+    `max_length` bounds the number of generated tokens (None: the model's generation config). Returns the
+    metrics plus the model, data source, split, languages and beam size.
+    """
+    model_dir = Path(model_dir)
+    if not (model_dir / "config.json").is_file():
+        raise FileNotFoundError(f"{model_dir}: not a saved model directory (no config.json)")
+    dataset = load_split(data_source, split, src_lang, tgt_lang)
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    model = AutoModelForSeq2SeqLM.from_pretrained(model_dir)
+    pairs = dataset["translation"]
+    sources = [pair[src_lang] for pair in pairs]
+    references = [pair[tgt_lang] for pair in pairs]
+    hypotheses = translate(
+        model,
+        tokenizer,
+        sources,
+        num_beams=num_beams,
+        batch_size=batch_size,
+        max_new_tokens=max_length,
+        progress=progress,
+    )
+    result = compute_translation_metrics(hypotheses, references)
+    result.update(
+        model_dir=str(model_dir),
+        data_source=str(data_source),
+        split=split,
+        src_lang=src_lang,
+        tgt_lang=tgt_lang,
+        num_beams=num_beams,
+    )
+    return result
