@@ -85,6 +85,12 @@ class DeepNMTConfig(PretrainedConfig):
         "hidden_size": "d_model",
         "num_hidden_layers": "decoder_layers",
     }
+    # named shapes for `deep-nmt train --preset` (each variant below names its own)
+    PRESETS: ClassVar[dict[str, dict[str, Any]]] = {
+        "6L-6L": {"encoder_layers": 6, "decoder_layers": 6},
+        "tiny": {"encoder_layers": 6, "decoder_layers": 2, "d_model": 64, "encoder_ffn_dim": 128}
+        | {"decoder_ffn_dim": 128, "encoder_attention_heads": 4, "decoder_attention_heads": 4},
+    }
 
     def __init__(
         self,

@@ -28,7 +28,6 @@ import gzip
 import json
 import logging
 import os
-import tempfile
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from itertools import zip_longest
@@ -36,6 +35,8 @@ from pathlib import Path
 from typing import IO, Any
 
 import datasets
+
+from .atomic import temp_sibling
 
 logger = logging.getLogger(__name__)
 
@@ -439,16 +440,7 @@ def load_parallel(
 
 # --------------------------------------------------------------------------------------------------- writers
 def _temp_file(destination: Path) -> tuple[IO[str], Path]:
-    handle = tempfile.NamedTemporaryFile(
-        "w",
-        encoding="utf-8",
-        newline="\n",
-        dir=destination.parent,
-        prefix=f".{destination.name}.",
-        suffix=".tmp",
-        delete=False,
-    )
-    return handle, Path(handle.name)
+    return temp_sibling(destination, encoding="utf-8", newline="\n")  # the umask's mode (atomic.py)
 
 
 def _discard(handles: list[IO[str]], temps: list[Path]) -> None:

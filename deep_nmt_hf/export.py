@@ -23,11 +23,13 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from .folding import fold_directory
+from .atomic import atomic_directory
+from .folding import check_model_dir, fold_directory
 
 QUANTIZATIONS = ("float32", "int8", "int8_float32", "int16", "float16", "bfloat16", "int8_float16")
 STOCK_TYPES = {"marian": False, "pegasus": True}  # stock model_type -> pre-LN
 PAD_LOGIT_BIAS = -1e9
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
 
 
 def _convert(stock_dir: Path, out_dir: Path, quantization: str | None) -> None:
@@ -67,6 +69,17 @@ def _convert(stock_dir: Path, out_dir: Path, quantization: str | None) -> None:
     StockConverter().convert(str(out_dir), quantization=quantization)
 
 
+def copy_tokenizer_files(stock_dir: Path, out_dir: Path) -> list[str]:
+    """Copy the tokenizer files CTranslate2 users load (`tokenizer.json` for `tokenizers.Tokenizer.from_file`,
+    plus `tokenizer_config.json` / `special_tokens_map.json` for `PreTrainedTokenizerFast`) into `out_dir`."""
+    copied = []
+    for name in TOKENIZER_FILES:
+        if (stock_dir / name).is_file():
+            shutil.copyfile(stock_dir / name, out_dir / name)
+            copied.append(name)
+    return copied
+
+
 def export_ctranslate2(model_dir: str | Path, out_dir: str | Path, quantization: str | None = None) -> Path:
     """Write a CTranslate2 model directory for `model_dir` (a deep_nmt_hf or an already folded stock model)."""
     try:
@@ -76,8 +89,7 @@ def export_ctranslate2(model_dir: str | Path, out_dir: str | Path, quantization:
     if quantization is not None and quantization not in QUANTIZATIONS:
         raise ValueError(f"quantization={quantization!r} is not one of: {', '.join(QUANTIZATIONS)}")
     model_dir, out_dir = Path(model_dir), Path(out_dir)
-    if not (model_dir / "config.json").is_file():
-        raise FileNotFoundError(f"{model_dir} is not a saved model directory (no config.json)")
+    check_model_dir(model_dir)
     if out_dir.exists():
         raise FileExistsError(f"{out_dir} exists already; choose a new output directory")
     model_type = json.loads((model_dir / "config.json").read_text()).get("model_type", "")
@@ -100,14 +112,10 @@ def export_ctranslate2(model_dir: str | Path, out_dir: str | Path, quantization:
             raise FileNotFoundError(
                 f"{model_dir} has no tokenizer; CTranslate2 export needs one (tokenizer.save_pretrained into it)"
             )
-        out_dir.parent.mkdir(parents=True, exist_ok=True)
-        staging = out_dir.parent / f".{out_dir.name}.{os.getpid()}.partial"
-        try:
+        with atomic_directory(out_dir) as staging:  # the umask's modes, renamed into place when complete
+            os.rmdir(staging)  # CTranslate2's converter creates its output directory itself
             _convert(stock_dir, staging, quantization)
-            os.replace(staging, out_dir)
-        except BaseException:
-            shutil.rmtree(staging, ignore_errors=True)
-            raise
+            copy_tokenizer_files(stock_dir, staging)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return out_dir

@@ -24,9 +24,6 @@ from __future__ import annotations
 
 import copy
 import json
-import os
-import shutil
-import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -39,6 +36,8 @@ from transformers import (
     PegasusForConditionalGeneration,
     PreTrainedModel,
 )
+
+from .atomic import atomic_directory
 
 STOCK_LAYER_NORM_EPS = 1e-5
 
@@ -293,25 +292,31 @@ def fold_directory(model_dir: str | Path, out_dir: str | Path, atol: float = 1e-
     from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
     model_dir, out_dir = Path(model_dir), Path(out_dir)
-    if not (model_dir / "config.json").is_file():
-        raise FileNotFoundError(f"{model_dir} is not a saved model directory (no config.json)")
+    check_model_dir(model_dir)
     if out_dir.exists():
         raise FileExistsError(f"{out_dir} exists already; choose a new output directory")
     model = AutoModelForSeq2SeqLM.from_pretrained(model_dir).eval()
     tokenizer = AutoTokenizer.from_pretrained(model_dir) if _has_tokenizer(model_dir) else None
     stock, report = fold_to_stock(model, atol=atol)
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
-    try:
+    with atomic_directory(out_dir) as tmp:  # the umask's modes, renamed into place when complete
         stock.save_pretrained(tmp)
         if tokenizer is not None:
             tokenizer.save_pretrained(tmp)
         (tmp / "fold_report.json").write_text(json.dumps(asdict(report), indent=2) + "\n")
-        os.replace(tmp, out_dir)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return report
+
+
+def check_model_dir(model_dir: str | Path) -> Path:
+    """`model_dir` as a Path if it is a saved model directory, else FileNotFoundError saying what is missing."""
+    model_dir = Path(model_dir)
+    if not model_dir.exists():
+        raise FileNotFoundError(
+            f"{model_dir}: no such directory (expected a saved model directory, e.g. the --output-dir of "
+            "deep-nmt train or the folder of save_pretrained)"
+        )
+    if not (model_dir / "config.json").is_file():
+        raise FileNotFoundError(f"{model_dir}: not a saved model directory (no config.json)")
+    return model_dir
 
 
 def _has_tokenizer(model_dir: Path) -> bool:

@@ -32,6 +32,7 @@ from huggingface_hub import EvalResult, ModelCard, ModelCardData
 from huggingface_hub.utils import HFValidationError, validate_repo_id
 
 from . import VARIANTS
+from .atomic import apply_umask_modes
 
 __all__ = [
     "CARD_DIR",
@@ -571,6 +572,7 @@ def prepare_upload(
             trained_omegas=trained,
         )
         card.save(build / "README.md")
+        apply_umask_modes(build)  # safetensors / mkdtemp modes are 0600 / 0700 whatever the umask
         os.replace(build, out_dir)
     finally:
         shutil.rmtree(work, ignore_errors=True)

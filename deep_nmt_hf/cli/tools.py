@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 from pathlib import Path
 from typing import Any
 
@@ -140,9 +139,8 @@ def _cmd_export(args: argparse.Namespace) -> int:
 
 
 def _cmd_plot(args: argparse.Namespace) -> int:
-    import tempfile
-
     from ..admin import current_omegas
+    from ..atomic import atomic_path
     from ..plots import dlcl_weights, plot_dlcl_weights, plot_omegas
 
     model, _ = _load_model(args.model)
@@ -162,10 +160,7 @@ def _cmd_plot(args: argparse.Namespace) -> int:
             f"{args.model}: not an ADMIN model (residual_scaling={config.residual_scaling!r}); ω exists only "
             "with residual_scaling='admin'"
         )
-    out.parent.mkdir(parents=True, exist_ok=True)
-    handle, temp = tempfile.mkstemp(prefix=f".{out.stem}.", suffix=".png", dir=out.parent)
-    os.close(handle)
-    try:
+    with atomic_path(out) as temp:  # the umask's mode, renamed into place when complete
         if args.plot_kind == "dlcl":
             plot_dlcl_weights(model, temp)
         else:
@@ -173,18 +168,12 @@ def _cmd_plot(args: argparse.Namespace) -> int:
             plot_omegas(omegas, temp)
             for side, values in omegas.items():
                 print(f"{side} ω: " + " ".join(f"{value:.3g}" for value in values))
-        os.replace(temp, out)
-    except BaseException:
-        Path(temp).unlink(missing_ok=True)
-        raise
     print(f"wrote {out}")
     return 0
 
 
 def _cmd_data(args: argparse.Namespace) -> int:
-    import shutil
-    import tempfile
-
+    from ..atomic import atomic_directory
     from ..data import available_splits, load_parallel, write_jsonl
 
     if not args.data_dir.is_dir():
@@ -210,17 +199,11 @@ def _cmd_data(args: argparse.Namespace) -> int:
         )
     if out.exists():
         raise FileExistsError(f"{out} exists already; --all-splits writes a new directory")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
-    try:
-        counts = {}
+    counts = {}
+    with atomic_directory(out) as staging:  # the umask's modes, renamed into place when complete
         for split in splits:
             data = load_parallel(args.data_dir, split, args.src_lang, args.tgt_lang)
             counts[split] = write_jsonl(data, staging / f"{split}.jsonl", args.src_lang, args.tgt_lang)
-        os.replace(staging, out)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
     for split, rows in counts.items():
         print(f"{split}: {rows} pairs -> {out / (split + '.jsonl')}")
     return 0

@@ -9,6 +9,7 @@ import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
+from ..atomic import apply_umask_modes
 from .options import TrainingOptions
 
 logger = logging.getLogger(__name__)
@@ -47,9 +48,7 @@ def staged_output_dir(
     final = Path(output_dir).expanduser().absolute()
     staging = _partial_dir(final)
     if final.exists() and not (final.is_dir() and not any(final.iterdir())) and not overwrite:
-        raise FileExistsError(
-            f"{final}: output directory exists and is not empty; pass overwrite to replace it"
-        )
+        raise FileExistsError(_exists_message(final, resume))
     if final.exists() and not final.is_dir():
         raise FileExistsError(f"{final}: exists and is not a directory")
     if staging.exists():
@@ -58,19 +57,21 @@ def staged_output_dir(
         elif overwrite:
             shutil.rmtree(staging)
         else:
-            raise FileExistsError(
-                f"{staging}: a partial run exists; resume it (resume / --resume) or delete it (overwrite)"
-            )
+            raise FileExistsError(_partial_message(staging))
+    elif resume:
+        logger.warning("--resume: nothing to resume (no %s); starting a fresh run", staging)
     staging.mkdir(parents=True, exist_ok=True)
     try:
         yield staging
-    except BaseException:
+    except BaseException as error:
+        what = "interrupted" if isinstance(error, KeyboardInterrupt) else "run failed"
         if _has_checkpoints(staging):
-            logger.warning("run failed; its checkpoints are kept in %s (resume to continue)", staging)
+            logger.warning("%s; its checkpoints are kept in %s (--resume to continue)", what, staging)
         else:
             shutil.rmtree(staging, ignore_errors=True)
         raise
     old = final.with_name(f"{final.name}.old-{os.getpid()}")
+    apply_umask_modes(staging)  # safetensors writes 0600 files whatever the umask
     if final.exists():
         final.rename(old)
     staging.rename(final)
@@ -83,10 +84,21 @@ def _check_output_dir(options: TrainingOptions) -> None:
     if final.exists() and not final.is_dir():
         raise FileExistsError(f"{final}: exists and is not a directory")
     if final.is_dir() and any(final.iterdir()) and not options.overwrite:
-        raise FileExistsError(
-            f"{final}: output directory exists and is not empty; pass overwrite to replace it"
-        )
+        raise FileExistsError(_exists_message(final, options.resume))
     if _partial_dir(final).exists() and not (options.resume or options.overwrite):
-        raise FileExistsError(
-            f"{_partial_dir(final)}: a partial run exists; resume it (resume / --resume) or delete it (overwrite)"
-        )
+        raise FileExistsError(_partial_message(_partial_dir(final)))
+
+
+def _exists_message(final: Path, resume: bool) -> str:
+    done = " (the run is complete: nothing to resume)" if resume else ""
+    return (
+        f"{final}: output directory exists and is not empty{done}; pass --overwrite (overwrite=True) to "
+        "replace it"
+    )
+
+
+def _partial_message(staging: Path) -> str:
+    return (
+        f"{staging}: a partial run exists; continue it with --resume (resume=True) or start again with "
+        "--overwrite (overwrite=True)"
+    )

@@ -14,6 +14,7 @@ from transformers import (
 )
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, rotate_checkpoints
 
+from ..atomic import apply_umask_modes
 from .divergence import DivergenceCallback
 from .staging import SAVING_DIR, _fsync_tree
 
@@ -107,6 +108,7 @@ class DeepNMTTrainer(Seq2SeqTrainer):
             target = run_dir / name
             if target.exists():
                 shutil.rmtree(target)
+            apply_umask_modes(scratch / name)  # safetensors writes 0600 files whatever the umask
             _fsync_tree(scratch / name)
             os.replace(scratch / name, target)
             shutil.rmtree(scratch, ignore_errors=True)
