@@ -24,6 +24,12 @@ class TranslationPipeline(Pipeline):
     _load_feature_extractor = False
     _load_tokenizer = True
 
+    def __call__(self, inputs: str | list[str], **kwargs: Any) -> list[dict[str, str]]:
+        """Translate a string or a list of strings; returns one ``{"translation_text": ...}`` per input, always
+        as a list (a single string gives a one-element list, as Transformers 4's translation pipeline did)."""
+        result = super().__call__(inputs, **kwargs)
+        return [result] if isinstance(inputs, str) else result
+
     def _sanitize_parameters(
         self, max_length: int | None = None, truncation: bool = True, **generate_kwargs: Any
     ):

@@ -62,7 +62,9 @@ def test_pipeline_from_a_saved_directory_and_its_errors(tmp_path, tokenizer) -> 
     direct = model.eval().generate(**tokenizer(["kol nuto ."], return_tensors="pt"), **generation)
     expected = tokenizer.decode(direct[0], skip_special_tokens=True).strip()
     assert expected  # min_new_tokens forces real tokens, so the comparison below means something
-    assert translator("kol nuto .") == {"translation_text": expected}
+    # as Transformers' translation pipeline: a list of records for a string and for a list of strings
+    assert translator("kol nuto .") == [{"translation_text": expected}]
     assert translator(["kol nuto ."]) == [{"translation_text": expected}]
+    assert translator(["kol nuto .", "kol nuto ."]) == [{"translation_text": expected}] * 2
     with pytest.raises(ValueError, match="takes strings"):
         translator(123)

@@ -15,7 +15,7 @@ from typing import Any
 
 from . import demo, evaluate, push, tools
 from . import train as train_command
-from .common import EXIT_ERROR, _HelpFormatter, _setup_logging
+from .common import EXIT_ERROR, _HelpFormatter, _setup_logging, complete_package_import, precheck
 from .train import CHOICE_FLAGS
 
 __all__ = ["CHOICE_FLAGS", "EXIT_ERROR", "build_parser", "main"]
@@ -45,7 +45,15 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of `deep-nmt`; returns the exit code (0 ok, 2 error)."""
     parser, handlers = _parser_and_handlers()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(argv)  # --help and flag errors exit here, before torch is imported
+    try:
+        precheck(args)
+    except (ValueError, OSError) as err:
+        if args.debug:
+            raise
+        print(f"error: {err}", file=sys.stderr)
+        return EXIT_ERROR
+    complete_package_import()
     _setup_logging(quiet=getattr(args, "no_progress", False))
     from ..data import DataError
     from ..training import TrainingDivergedError
@@ -53,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return handlers[args.command](args)
     except KeyboardInterrupt:
-        print("error: interrupted", file=sys.stderr)
+        print("interrupted", file=sys.stderr)
         return 130
     except (DataError, ValueError, OSError, TrainingDivergedError) as err:
         if args.debug:

@@ -10,8 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .. import MODEL_TYPES, VARIANTS
-from ..configuration_deep_nmt import CHOICES
+from .names import CHOICE_VALUES, variant_names
 
 logger = logging.getLogger("deep_nmt_hf")
 
@@ -28,12 +27,11 @@ class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescrip
 
 
 def _variant_names() -> list[str]:
-    return [config_class.model_type for config_class, _, _ in MODEL_TYPES] + sorted(VARIANTS)
+    return variant_names()
 
 
 def _choice_help(field: str) -> str:
-    implemented, planned = CHOICES.get(field, ((), ()))
-    values = ", ".join(implemented) or "see DeepNMTConfig"
+    values = ", ".join(CHOICE_VALUES.get(field, ())) or "see DeepNMTConfig"
     return f"config field {field}: one of {values} (default: the variant's)"
 
 
@@ -74,12 +72,41 @@ def _print_scores(record: dict[str, Any], header: str) -> None:
 def _load_model(model: str) -> tuple[Any, Any]:
     from transformers import AutoModelForSeq2SeqLM, AutoTokenizer  # Auto classes: registered by the package
 
+    _check_model_path(model)
+    return AutoModelForSeq2SeqLM.from_pretrained(model), AutoTokenizer.from_pretrained(model)
+
+
+def complete_package_import() -> None:
+    """Run `deep_nmt_hf/__init__.py` (Auto-class registration: torch, transformers) if the `deep-nmt` launcher
+    (deep_nmt_hf_cli) deferred it to get the arguments checked first; a no-op after a normal import."""
+    package = sys.modules["deep_nmt_hf"]
+    if package.__dict__.pop("_import_deferred", False):
+        package.__spec__.loader.exec_module(package)
+
+
+def precheck(args: argparse.Namespace) -> None:
+    """Checks that need no heavy import, run before any: paths that must exist, the variant name."""
+    for flag, is_ok, what in (
+        ("data_dir", Path.is_dir, "no such directory"),
+        ("data", Path.is_file, "no such file"),
+    ):
+        value = getattr(args, flag, None)
+        if isinstance(value, Path) and not is_ok(value):
+            raise FileNotFoundError(f"--{flag.replace('_', '-')} {value}: {what}")
+    variant = getattr(args, "variant", None)
+    if variant is not None and variant not in variant_names():
+        raise ValueError(f"--variant {variant}: unknown; valid variants: {', '.join(variant_names())}")
+    model = getattr(args, "model", None)
+    if isinstance(model, str):
+        _check_model_path(model)
+
+
+def _check_model_path(model: str) -> None:
     path = Path(model).expanduser()
     if not path.exists() and (os.sep in model or model.startswith(".")):
         raise FileNotFoundError(f"{model}: no such model directory")
     if path.exists() and not (path / "config.json").is_file():
         raise FileNotFoundError(f"{model}: not a saved model directory (no config.json)")
-    return AutoModelForSeq2SeqLM.from_pretrained(model), AutoTokenizer.from_pretrained(model)
 
 
 def _setup_logging(quiet: bool = False) -> None:

@@ -108,6 +108,21 @@ def _add_train_flags(parser: argparse.ArgumentParser) -> None:
         "--max-eval-samples", type=int, default=500, help="validation sentences used during training"
     )
     run.add_argument("--max-train-samples", type=int, help="use only the first N training pairs")
+    final = run.add_mutually_exclusive_group()
+    final.add_argument(
+        "--final-eval-samples",
+        type=int,
+        metavar="N",
+        help="score only the first N sentences of the validation / test split after training (default: all; "
+        "0 = none)",
+    )
+    final.add_argument(
+        "--no-final-eval",
+        dest="final_eval_samples",
+        action="store_const",
+        const=0,
+        help="skip the final beam-search scoring (score later with deep-nmt evaluate)",
+    )
     run.add_argument("--save-steps", type=int, default=1000, help="write a checkpoint every N steps")
     run.add_argument("--save-total-limit", type=int, default=2, help="checkpoints kept")
     run.add_argument("--logging-steps", type=int, default=50, help="log the training loss every N steps")
@@ -230,6 +245,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
         logging_steps=args.logging_steps,
         max_eval_samples=args.max_eval_samples,
         max_train_samples=args.max_train_samples,
+        final_eval_samples=args.final_eval_samples,
         num_beams=args.num_beams,
         seed=args.seed,
         label_smoothing=args.label_smoothing,

@@ -20,7 +20,8 @@ class TrainingOptions:
     `data_source` is a directory of ``{split}.{lang}[.gz]`` files, a ``.jsonl`` file or a Hub dataset name
     (a `Path` is never looked up on the Hub). `valid_split=None` picks the first of valid / val / validation /
     dev that exists (no evaluation if none does). At the end the whole validation split (unless
-    `score_valid=False`) and `test_split` (when given) are translated and scored. `max_steps`
+    `score_valid=False`) and `test_split` (when given) are translated and scored with beam search: only their
+    first `final_eval_samples` sentences when that is set, none at all when it is 0. `max_steps`
     > 0 overrides `num_train_epochs`. `eval_steps=None` evaluates only once, at the end. `tokenizer_dir` loads
     a saved tokenizer instead of training a BPE tokenizer of `vocab_size` on the training split.
 
@@ -58,6 +59,7 @@ class TrainingOptions:
     max_train_samples: int | None = None
     num_beams: int = 4
     score_valid: bool = True
+    final_eval_samples: int | None = None
     seed: int = 42
     label_smoothing: float = 0.1
     max_grad_norm: float = 1.0
@@ -81,6 +83,11 @@ class TrainingOptions:
             value = getattr(self, name)
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
                 raise ValueError(f"{name}={value!r} must be a positive integer (or None)")
+        value = self.final_eval_samples
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+            raise ValueError(
+                f"final_eval_samples={value!r} must be an integer >= 0 (0: no final scoring) or None"
+            )
         if self.warmup_steps < 0:
             raise ValueError(f"warmup_steps={self.warmup_steps} must be >= 0")
         if not self.learning_rate > 0:

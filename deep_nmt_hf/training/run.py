@@ -300,9 +300,14 @@ def _train_in(
     if options.score_valid or test_set is None:
         final_splits.insert(0, (valid_split, valid_set))
     for split, dataset in final_splits:
-        if split is not None and dataset is not None:
-            logger.info("scoring split %r (%d sentences, beam %d)", split, len(dataset), options.num_beams)
-            scores[split] = _score_split(model, tokenizer, dataset, options)
+        if split is None or dataset is None or options.final_eval_samples == 0:
+            continue
+        if options.final_eval_samples is not None and len(dataset) > options.final_eval_samples:
+            dataset = dataset.select(range(options.final_eval_samples))  # the first N, as --max-eval-samples
+        logger.info("scoring split %r (%d sentences, beam %d)", split, len(dataset), options.num_beams)
+        scores[split] = _score_split(model, tokenizer, dataset, options)
+    if options.final_eval_samples == 0:
+        logger.info("final scoring skipped (final_eval_samples=0); score later with deep-nmt evaluate")
 
     shutil.rmtree(staging / SAVING_DIR, ignore_errors=True)
     if not options.keep_checkpoints:
@@ -320,7 +325,7 @@ def _train_in(
     train_metrics["skipped_nonfinite_batches"] = len(divergence.skipped)
     train_metrics["skipped_nonfinite_steps"] = list(divergence.skipped)
     losses = [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]
-    headline_split = options.test_split if options.test_split in scores else valid_split
+    headline_split = next((split for split in (options.test_split, valid_split) if split in scores), None)
     hyperparameters = {
         key: value for key, value in asdict(options).items() if key not in ("output_dir", "data_source")
     }
