@@ -127,7 +127,7 @@ def test_translate_reads_stdin(
 ) -> None:
     sources = (demo_dir / "data" / f"test.{SRC_LANG}").read_text().splitlines()[:3]
     lines = [sources[0], "", sources[1], "   ", sources[2]]
-    monkeypatch.setattr(sys, "stdin", io.StringIO("\n".join(lines) + "\n"))
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(("\n".join(lines) + "\n").encode())))
     assert (
         main(["translate", str(demo_dir), "--num-beams", "2", "--batch-size", "2", "--max-new-tokens", "12"])
         == 0

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from .common import (
+    EXIT_ERROR,
     _add_data_flags,
     _add_generation_flags,
     _data_source,
@@ -40,14 +41,26 @@ def add_parsers(commands: Any) -> dict[str, Any]:
     translate = commands.add_parser(
         "translate",
         help="translate stdin to stdout, one sentence per line",
-        description="Read sentences from stdin and write one translation per line to stdout (batched; empty "
-        "lines stay empty; order kept).",
+        description="Read sentences from stdin and write one translation per line to stdout, in order; empty "
+        "lines stay empty. Lines are translated in batches as they arrive (at most --batch-size, or whatever "
+        "stdin has delivered so far) and each batch is flushed, so it works in a pipe and interactively.",
         formatter_class=_HelpFormatter,
     )
     translate.add_argument("model", help="saved model directory")
     _add_generation_flags(translate)
     translate.add_argument(
         "--max-new-tokens", type=int, help="generated tokens per sentence (default: automatic)"
+    )
+    translate.add_argument(
+        "--encoding", default="utf-8", help="encoding of stdin (each line decoded on its own)"
+    )
+    translate.add_argument(
+        "--errors",
+        choices=("strict", "replace"),
+        default="strict",
+        help="a line that does not decode: strict = report it on stderr with its line number, leave its output "
+        "line empty, translate the rest and exit with code 2; replace = translate it with U+FFFD for the bad "
+        "bytes",
     )
 
     return {"evaluate": _cmd_evaluate, "translate": _cmd_translate}
@@ -91,19 +104,36 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
 
 
 def _cmd_translate(args: argparse.Namespace) -> int:
-    from ..training import translate
+    import codecs
 
+    from ..training import translate
+    from .streaming import UndecodableLine, arriving_batches, decode_lines
+
+    try:
+        codecs.lookup(args.encoding)
+    except LookupError:
+        raise ValueError(f"--encoding {args.encoding}: unknown encoding") from None
     model, tokenizer = _load_model(args.model)
-    lines = [line.rstrip("\r\n") for line in sys.stdin]
-    outputs = translate(
-        model,
-        tokenizer,
-        lines,
-        num_beams=args.num_beams,
-        batch_size=args.batch_size,
-        max_new_tokens=args.max_new_tokens,
-    )
-    for text in outputs:
-        sys.stdout.write(" ".join(text.splitlines()) + "\n")
-    sys.stdout.flush()
+    bad_lines = 0
+    for batch in arriving_batches(
+        decode_lines(sys.stdin.buffer, args.encoding, args.errors), args.batch_size
+    ):
+        for line in batch:
+            if isinstance(line, UndecodableLine):
+                print(f"error: {line.message}", file=sys.stderr, flush=True)
+                bad_lines += 1
+        outputs = translate(
+            model,
+            tokenizer,
+            ["" if isinstance(line, UndecodableLine) else line for line in batch],
+            num_beams=args.num_beams,
+            batch_size=args.batch_size,
+            max_new_tokens=args.max_new_tokens,
+        )
+        for text in outputs:
+            sys.stdout.write(" ".join(text.splitlines()) + "\n")
+        sys.stdout.flush()
+    if bad_lines:
+        print(f"error: {bad_lines} undecodable line(s) left empty in the output", file=sys.stderr)
+        return EXIT_ERROR
     return 0
