@@ -96,9 +96,10 @@ def precheck(args: argparse.Namespace) -> None:
     variant = getattr(args, "variant", None)
     if variant is not None and variant not in variant_names():
         raise ValueError(f"--variant {variant}: unknown; valid variants: {', '.join(variant_names())}")
-    model = getattr(args, "model", None)
-    if isinstance(model, str):
-        _check_model_path(model)
+    for flag in ("model", "input", "model_dir"):  # evaluate / translate / plot, fold / export, push
+        value = getattr(args, flag, None)
+        if value is not None:
+            _check_model_path(str(value))
 
 
 def _check_model_path(model: str) -> None:
