@@ -105,7 +105,7 @@ def _poison_logits(trainer, steps: set[int], how: str) -> None:
 
 # ---------------------------------------------------------------------------------------------------- resume
 def test_resume_after_a_crash_matches_the_uninterrupted_run(
-    data_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    data_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
 ) -> None:
     reference = train(make_options(data_dir, tmp_path / "ref", variant="admin"), dict(ADMIN_DLCL))
 
@@ -119,7 +119,9 @@ def test_resume_after_a_crash_matches_the_uninterrupted_run(
     with pytest.raises(FileExistsError, match="--resume"):  # a partial run is never silently overwritten
         train(make_options(data_dir, out, variant="admin"), dict(ADMIN_DLCL))
 
+    capfd.readouterr()
     resumed = train(make_options(data_dir, out, variant="admin", resume=True), dict(ADMIN_DLCL))
+    assert "missing keys" not in capfd.readouterr().err  # the tied head is restored, not reported missing
     assert resumed["global_step"] == reference["global_step"] == 6
     want, got = losses_by_step(reference), losses_by_step(resumed)
     assert sorted(got) == sorted(want) == [1, 2, 3, 4, 5, 6]

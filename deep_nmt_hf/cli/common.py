@@ -116,5 +116,13 @@ def _setup_logging(quiet: bool = False) -> None:
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
     logger.setLevel(logging.INFO)
     hf_logging.set_verbosity_warning()
+    # Transformers' "Loading weights" / "Writing model shards" bars flash at every tiny load and checkpoint;
+    # the long work keeps its bars (training steps, translation batches, datasets maps, Hub transfers).
+    from huggingface_hub.utils import are_progress_bars_disabled, enable_progress_bars
+
+    hub_bars = not are_progress_bars_disabled()
+    hf_logging.disable_progress_bar()  # also turns off the Hub's bars: restored below
+    if hub_bars:
+        enable_progress_bars()
     if quiet:
         os.environ.setdefault("HF_DATASETS_DISABLE_PROGRESS_BARS", "1")

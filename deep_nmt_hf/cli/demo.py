@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import logging
+import os
 import sys
 import time
 from pathlib import Path
@@ -73,12 +74,46 @@ def add_parsers(commands: Any) -> dict[str, Any]:
     demo.add_argument("--num-beams", type=int, default=4, help="beam size for the final evaluation")
     demo.add_argument("--seed", type=int, default=1234, help="corpus and training seed")
     demo.add_argument("--overwrite", action="store_true", help="replace an existing output directory")
+    demo.add_argument(
+        "--threads",
+        type=int,
+        help="CPU threads for torch (default: $OMP_NUM_THREADS if set, else torch's default, usually all cores)",
+    )
     demo.add_argument("--no-progress", action="store_true", help="hide progress bars")
 
     return {"demo": _cmd_demo}
 
 
+# measured wall clock of the default demo end to end on 2 CPU cores (README, 2026-11-23)
+DEMO_MINUTES_2_CORES = 4.6
+
+
+def _threads(requested: int | None) -> int | None:
+    """--threads, else $OMP_NUM_THREADS; None = torch's default. ValueError naming the bad value."""
+    if requested is None:
+        raw = os.environ.get("OMP_NUM_THREADS", "").strip()
+        if not raw:
+            return None
+        try:
+            requested = int(raw)
+        except ValueError:
+            raise ValueError(f"OMP_NUM_THREADS={raw!r}: expected a positive integer") from None
+    if requested < 1:
+        raise ValueError(f"--threads {requested}: must be at least 1")
+    return requested
+
+
+def _expected_time(max_steps: int, train_size: int, test_size: int, threads: int) -> str:
+    """A rough forecast, scaled from the measured default run (training ∝ steps, scoring ∝ test sentences)."""
+    default = DEMO_DEFAULTS
+    share = 0.8 * max_steps / default["max_steps"] + 0.2 * test_size / default["test_size"]
+    minutes = DEMO_MINUTES_2_CORES * share * 2 / min(threads, 2) + 0.1 * train_size / default["train_size"]
+    return f"about {minutes:.1f} min" if minutes >= 1 else f"about {minutes * 60:.0f} s"
+
+
 def _cmd_demo(args: argparse.Namespace) -> int:
+    import torch
+
     from ..data import write_parallel_dir
     from ..synthetic import SRC_LANG, TGT_LANG, demo_splits
     from ..training import TrainingOptions, staged_output_dir, train
@@ -88,6 +123,17 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         name: getattr(args, f"{name}_size") or base[f"{name}_size"] for name in ("train", "valid", "test")
     }
     max_steps = args.max_steps or base["max_steps"]
+    threads = _threads(args.threads)
+    if threads is not None:
+        torch.set_num_threads(threads)
+    used = torch.get_num_threads()
+    logger.info(
+        "expected time: %s with %d thread(s) (the default demo: %.1f min on 2 free cores; a busy machine is "
+        "slower; --threads / OMP_NUM_THREADS set the threads)",
+        _expected_time(max_steps, sizes["train"], sizes["test"], used),
+        used,
+        DEMO_MINUTES_2_CORES,
+    )
     logging.getLogger("sacrebleu").setLevel(logging.ERROR)  # the synthetic text is tokenized on purpose
     start = time.time()
     final = args.output_dir.expanduser().absolute()

@@ -120,6 +120,17 @@ class DeepNMTTrainer(Seq2SeqTrainer):
             )
         self.accelerator.wait_for_everyone()
 
+    def _issue_warnings_after_load(self, load_result: Any) -> None:
+        """A checkpoint of a tied head holds the shared embedding once (save_pretrained drops the tied
+        `lm_head.weight`); loading it back is complete, not a "missing keys" case: tie and do not warn."""
+        tied = getattr(self.model, "_tied_weights_keys", None) or {}
+        if not getattr(self.model.config, "tie_word_embeddings", False):
+            tied = {}
+        missing = [key for key in load_result.missing_keys if key not in tied]
+        if len(missing) < len(load_result.missing_keys):
+            self.model.tie_weights()
+        super()._issue_warnings_after_load(load_result._replace(missing_keys=missing))
+
     def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
         if "loss" in logs and self._component_counts:
             for name, total in self._component_sums.items():
