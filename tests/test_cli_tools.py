@@ -118,6 +118,9 @@ def test_fold_cli_refuses_unfoldable_models_in_one_line(tmp_path, tokenizer, cap
 
 def test_fold_cli_errors_for_bad_paths(tmp_path, tokenizer, capsys):
     code, _, err = run(["fold", tmp_path / "missing", tmp_path / "out"], capsys)
+    assert code == 2 and "missing: no such model directory" in err
+    (tmp_path / "empty").mkdir()
+    code, _, err = run(["fold", tmp_path / "empty", tmp_path / "out"], capsys)
     assert code == 2 and "no config.json" in err
     trained = save_model(tmp_path / "trained", tokenizer)
     (tmp_path / "taken").mkdir()
@@ -139,6 +142,15 @@ def test_export_cli_converts_and_translates(tmp_path, tokenizer, capsys):
     tokens = [tokenizer.convert_ids_to_tokens(ids) for ids in tokenizer(SOURCES[:2])["input_ids"]]
     results = translator.translate_batch(tokens, beam_size=4, max_decoding_length=10)
     assert all(0 < len(r.hypotheses[0]) <= 10 and "<pad>" not in r.hypotheses[0] for r in results)
+    # the export folder carries the tokenizer: a full translate needs nothing else
+    from tokenizers import Tokenizer
+
+    assert {"tokenizer.json", "tokenizer_config.json"} <= {p.name for p in (tmp_path / "ct2").iterdir()}
+    ct2_tokenizer = Tokenizer.from_file(str(tmp_path / "ct2" / "tokenizer.json"))
+    ct2_tokens = [encoding.tokens for encoding in ct2_tokenizer.encode_batch(SOURCES[:2])]
+    assert ct2_tokens == tokens
+    again = translator.translate_batch(ct2_tokens, beam_size=4, max_decoding_length=10)
+    assert [r.hypotheses[0] for r in again] == [r.hypotheses[0] for r in results]
 
     code, _, err = run(["export", trained, tmp_path / "ct2b", "--quantization", "int3"], capsys)
     assert code == 2 and "--quantization int3: not one of float32, int8" in err
