@@ -36,6 +36,9 @@ def add_parsers(commands: Any) -> dict[str, Any]:
     evaluate.add_argument(
         "--max-new-tokens", type=int, help="generated tokens per sentence (default: automatic)"
     )
+    evaluate.add_argument(
+        "--max-samples", type=int, metavar="N", help="score only the first N sentences of the split"
+    )
     evaluate.add_argument("--json", action="store_true", help="print the result as JSON")
 
     translate = commands.add_parser(
@@ -69,6 +72,9 @@ def add_parsers(commands: Any) -> dict[str, Any]:
 def _cmd_evaluate(args: argparse.Namespace) -> int:
     from ..training import METRICS_FILE, evaluate_model
 
+    if args.max_samples is not None and args.max_samples < 1:
+        raise ValueError(f"--max-samples {args.max_samples}: must be at least 1")
+
     model_dir = Path(args.model).expanduser()
     if not (model_dir / "config.json").is_file():
         raise FileNotFoundError(f"{args.model}: not a saved model directory (no config.json)")
@@ -91,6 +97,7 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         num_beams=args.num_beams,
         batch_size=args.batch_size,
         max_length=args.max_new_tokens,
+        max_samples=args.max_samples,
     )
     if args.json:
         print(json.dumps(result, indent=2))

@@ -92,16 +92,20 @@ def evaluate_model(
     batch_size: int = 32,
     max_length: int | None = None,
     progress: bool = True,
+    max_samples: int | None = None,
 ) -> dict[str, Any]:
     """Translate one split with a saved model and score it: BLEU / chrF / TER with signatures.
 
     `max_length` bounds the number of generated tokens (None: the model's generation config). Returns the
-    metrics plus the model, data source, split, languages and beam size.
+    metrics plus the model, data source, split, languages and beam size. `max_samples` scores only the
+    first N sentences of the split.
     """
     model_dir = Path(model_dir)
     if not (model_dir / "config.json").is_file():
         raise FileNotFoundError(f"{model_dir}: not a saved model directory (no config.json)")
     dataset = load_split(data_source, split, src_lang, tgt_lang)
+    if max_samples is not None and len(dataset) > max_samples:
+        dataset = dataset.select(range(max_samples))
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     model = AutoModelForSeq2SeqLM.from_pretrained(model_dir)
     pairs = dataset["translation"]
