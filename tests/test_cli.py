@@ -256,9 +256,11 @@ def test_train_cli_end_to_end(demo_dir: Path, tmp_path: Path, capsys: pytest.Cap
         demo_dir / "data", out, "--layer-norm-position", "pre", "--num-beams", "1", "--no-progress"
     )
     args += ["--max-train-samples", "64", "--batch-size", "8", "--json", "--set", "encoder_layer_repeats=2"]
+    args += ["--final-eval-samples", "3"]
     assert main(args) == 0
     record = json.loads(capsys.readouterr().out)
     assert record["valid_split"] == "valid" and record["bleu_signature"].startswith("nrefs:1|")
+    assert record["num_sentences"] == 3  # only the first 3 of the 10 validation sentences were scored
     config = json.loads((out / "config.json").read_text())
     assert config["layer_norm_position"] == "pre" and config["encoder_layer_repeats"] == 2
     assert (
@@ -266,3 +268,29 @@ def test_train_cli_end_to_end(demo_dir: Path, tmp_path: Path, capsys: pytest.Cap
         and config["encoder_attention_heads"] == config["decoder_attention_heads"] == 4
     )
     assert config["label_smoothing"] == pytest.approx(0.1)
+
+
+def test_train_without_final_scoring_base_preset_and_resume_with_nothing_to_resume(
+    demo_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    out = tmp_path / "model"
+    args = ["train", "--data-dir", str(demo_dir / "data"), "--src-lang", SRC_LANG, "--tgt-lang", TGT_LANG]
+    args += ["--output-dir", str(out), "--max-steps", "1", "--vocab-size", "300", "--max-train-samples", "32"]
+    args += [
+        "--variant",
+        "base",
+        "--preset",
+        "tiny",
+        "--no-final-eval",
+        "--resume",
+        "--json",
+        "--no-progress",
+    ]
+    with caplog.at_level("INFO"):
+        assert main(args) == 0
+    record = json.loads(capsys.readouterr().out)
+    assert record["eval_split"] is None and record["metrics"] == {} and "bleu" not in record
+    assert "--resume: nothing to resume" in caplog.text and "final scoring skipped" in caplog.text
+    config = json.loads((out / "config.json").read_text())
+    assert (config["d_model"], config["encoder_layers"], config["decoder_layers"]) == (64, 6, 2)
+    _expect_error(args, capsys, "--overwrite", "nothing to resume")  # the run is complete
