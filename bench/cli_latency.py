@@ -47,6 +47,26 @@ def _run(code: str, path: Path, argv: list[str]) -> tuple[float, float, int]:
     return wall, cpu, result.returncode
 
 
+def import_profile(modules: tuple[str, ...] = ("torch", "transformers", "datasets", "deep_nmt_hf")) -> dict:
+    """Cumulative import time (s) of each top-level module within `import deep_nmt_hf` (python -X importtime):
+    where the old console script's time went."""
+    result = subprocess.run(
+        [sys.executable, "-X", "importtime", "-c", "import deep_nmt_hf"],
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    cumulative: dict[str, float] = {}
+    for line in result.stderr.splitlines():
+        parts = line.split("|")
+        if len(parts) == 3 and parts[2].strip() in modules and parts[1].strip().isdigit():
+            cumulative.setdefault(
+                parts[2].strip(), int(parts[1]) / 1e6
+            )  # one line per module: where it was first imported
+    return cumulative
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -95,6 +115,8 @@ def main() -> None:
                     ratio(medians["before"]["cpu"], medians["after"]["cpu"]),
                 ]
             )
+    imports = import_profile()
+    payload["import_profile_s"] = imports
     table = markdown_table(
         ["case", "exit codes", "before wall s", "after wall s", "×", "before CPU s", "after CPU s", "×"], rows
     )
@@ -105,7 +127,13 @@ def main() -> None:
         "the arguments before any heavy import. Fresh process per run, both sides alternating, "
         f"{args.repeats} timed rounds after one warm-up; medians of wall time and of the child's CPU time (user + "
         "sys). The machine is shared (other developers' tests were running), so wall times vary between runs; "
-        "the side-by-side ratios and CPU times are the robust numbers.\n\n" + table + "\n"
+        "the side-by-side ratios and CPU times are the robust numbers.\n\n"
+        + table
+        + "\n\nWhere the old path's time goes (`python -X importtime -c 'import deep_nmt_hf'`, cumulative, one run): "
+        + ", ".join(f"{name} {seconds:.2f} s" for name, seconds in imports.items())
+        + ". Registering the Auto classes needs transformers' config and model base classes, which import torch, so "
+        "`import deep_nmt_hf` stays heavy (users rely on its registration); the launcher avoids running it until "
+        "a command runs.\n"
     )
     write_results("cli_latency", payload, markdown)
     print(markdown)
