@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 from factories import SAVED_MODEL_FILES
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
@@ -107,18 +108,42 @@ def test_demo_end_to_end(demo_dir: Path) -> None:
 
 
 def test_demo_prints_scores_and_loading_instructions(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
 ) -> None:
     args = ["demo", "--output-dir", str(tmp_path / "d"), "--train-size", "120", "--valid-size", "4"]
     args += ["--test-size", "4", "--max-steps", "2", "--batch-size", "8", "--num-beams", "1", "--no-progress"]
-    assert main(args) == 0
+    threads = torch.get_num_threads()
+    try:
+        with caplog.at_level("INFO"):
+            assert main([*args, "--threads", "1"]) == 0
+        assert torch.get_num_threads() == 1  # --threads honoured
+    finally:
+        torch.set_num_threads(threads)
+    assert "expected time: about" in caplog.text and "with 1 thread(s)" in caplog.text
     out = capsys.readouterr().out
     assert "BLEU" in out and "chrF" in out and "nrefs:1|" in out
     assert "AutoModelForSeq2SeqLM.from_pretrained" in out and "trust_remote_code=True" in out
     assert "import deep_nmt_hf" in out
     # a second run into the same directory is refused (nothing overwritten) unless --overwrite
     assert main(args) == 2
-    assert "overwrite" in capsys.readouterr().err
+    assert "--overwrite" in capsys.readouterr().err
+
+
+def test_demo_threads_come_from_the_flag_or_omp_num_threads(monkeypatch: pytest.MonkeyPatch) -> None:
+    from deep_nmt_hf.cli.demo import _expected_time, _threads
+
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    assert _threads(None) is None and _threads(3) == 3
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")
+    assert _threads(None) == 2 and _threads(1) == 1
+    monkeypatch.setenv("OMP_NUM_THREADS", "many")
+    with pytest.raises(ValueError, match="OMP_NUM_THREADS='many'"):
+        _threads(None)
+    with pytest.raises(ValueError, match="--threads 0"):
+        _threads(0)
+    assert _expected_time(800, 12000, 500, 2) == "about 4.7 min"  # the measured default run, 4.6 min + data
+    assert _expected_time(800, 12000, 500, 1) == "about 9.3 min"
+    assert _expected_time(100, 1000, 100, 2).endswith(" s")
 
 
 # --------------------------------------------------------------------------------------------------- translate

@@ -332,7 +332,7 @@ def test_staged_output_dir_is_all_or_nothing(tmp_path: Path) -> None:
     assert (target / "config.json").read_text() == "{}" and sorted(p.name for p in tmp_path.iterdir()) == [
         "model"
     ]
-    with pytest.raises(FileExistsError, match="overwrite"), staged_output_dir(target):
+    with pytest.raises(FileExistsError, match="--overwrite"), staged_output_dir(target):
         pass
     with staged_output_dir(target, overwrite=True) as staging:
         (staging / "new.txt").write_text("x")
@@ -410,3 +410,14 @@ def test_train_variant_admin_profiles_by_itself(data_dir: Path, tmp_path: Path) 
     assert all(value > 1.0 for value in omegas["encoder"][1:])  # ω grows along the residual stream
     model = AutoModelForSeq2SeqLM.from_pretrained(out)
     assert model.config.residual_scaling == "admin" and model.config.admin_profiled
+
+
+def test_ctrl_c_is_reported_as_interrupted_and_keeps_checkpoints(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    target = tmp_path / "run"
+    with caplog.at_level("WARNING"), pytest.raises(KeyboardInterrupt), staged_output_dir(target) as staging:
+        (staging / "checkpoint-2").mkdir()
+        raise KeyboardInterrupt
+    assert "interrupted; its checkpoints are kept" in caplog.text and "--resume" in caplog.text
+    assert "run failed" not in caplog.text and (tmp_path / "run.partial" / "checkpoint-2").is_dir()
