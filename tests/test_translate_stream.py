@@ -70,6 +70,7 @@ def test_a_non_utf8_line_is_named_and_the_valid_lines_are_translated(model_dir: 
     assert strict.returncode == 2
     err = strict.stderr.decode()
     assert "stdin line 2: not valid utf-8" in err and "Traceback" not in err
+    assert "Loading weights" not in err  # no progress bar for a load that takes milliseconds
     out = strict.stdout.decode().split("\n")
     assert len(out) == 4 and out[1] == "" and out[0] == out[2] != ""  # alignment kept, others translated
 
