@@ -4,6 +4,12 @@ Importing the package registers every model type with AutoConfig, AutoModel and 
 marks the classes for auto-class export, so that `save_pretrained` writes `auto_map` and copies the code files
 (a saved model then loads with `trust_remote_code=True` where this package is not installed). It also registers
 `pipeline("translation")`, which transformers 5 removed (translation_pipeline.py).
+
+Registration needs transformers' config and model base classes, and with them torch (seconds to import), so this
+import stays heavy on purpose. The `deep-nmt` console script does not pay for it before it has checked its
+arguments: its launcher (`deep_nmt_hf_cli`, outside this package) loads the parser modules with this file not yet
+run and runs it only for a command that executes (`deep_nmt_hf.cli.common.complete_package_import`). The names
+`--help` lists come from the static tables in `cli/names.py`, checked against `MODEL_TYPES` / `VARIANTS` below.
 """
 
 from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM
