@@ -157,8 +157,11 @@ def test_folded_directory_loads_without_the_package_or_remote_code(tmp_path, var
 
 
 def test_fold_directory_refuses_bad_paths_and_leaves_nothing(tmp_path) -> None:
-    with pytest.raises(FileNotFoundError, match="no config.json"):
+    with pytest.raises(FileNotFoundError, match="missing: no such directory .expected a saved model"):
         fold_directory(tmp_path / "missing", tmp_path / "out")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(FileNotFoundError, match="empty: not a saved model directory .no config.json"):
+        fold_directory(tmp_path / "empty", tmp_path / "out")
     tiny_model().save_pretrained(tmp_path / "trained")
     (tmp_path / "exists").mkdir()
     with pytest.raises(FileExistsError, match="exists already"):
