@@ -28,6 +28,7 @@ from transformers import TrainerCallback
 
 from .plots import plot_omegas
 from .residual import AdminOmega
+from .sharding import broadcast_object, gathered_parameters, is_sharded
 
 logger = logging.getLogger(__name__)
 
@@ -137,12 +138,21 @@ def broadcast_omegas(model: nn.Module) -> None:
                 torch.distributed.broadcast(sublayer.residual_scale.omega.data, src=0)
 
 
+def set_omegas(model: nn.Module, omegas: dict[str, list[float]]) -> None:
+    """Write {"encoder": [ω...], "decoder": [ω...]} into the model (works on FSDP2 shards: a fill)."""
+    for side, sublayers in _admin_sublayers(model).items():
+        for sublayer, omega in zip(sublayers, omegas[side], strict=True):
+            if isinstance(sublayer.residual_scale, AdminOmega):
+                sublayer.residual_scale.set_(omega)
+
+
 class AdminProfilingCallback(TrainerCallback):
     """Profiles ADMIN ω before the first optimizer step, unless the model is already profiled.
 
     The profiling batch is the first `batch_size` examples of the training set passed through the Trainer's
     collator (taken by index, so the Trainer's own data order and RNG are untouched). In several processes rank 0
-    profiles and broadcasts, so ω is identical on every rank. Logs the values and writes `admin_omega.json` and
+    profiles and broadcasts, so ω is identical on every rank. An FSDP2-sharded model (sharding.py) profiles on
+    every rank (its forward all-gathers the parameters, a collective) and every rank then sets rank 0's ω. Logs the values and writes `admin_omega.json` and
     `admin_omega.png` into the output directory (main process only).
     """
 
@@ -167,11 +177,16 @@ class AdminProfilingCallback(TrainerCallback):
         is_main = not (torch.distributed.is_available() and torch.distributed.is_initialized()) or (
             torch.distributed.get_rank() == 0
         )
-        if is_main:
-            admin_profile(model, batch, seed=self.seed)
+        sharded = is_sharded(model)
+        if is_main or sharded:
+            omegas = admin_profile(model, batch, seed=self.seed)
         model.config.admin_profiled = True
-        broadcast_omegas(model)
-        self.omegas = current_omegas(model)
+        if sharded:
+            set_omegas(model, broadcast_object(omegas))
+        else:
+            broadcast_omegas(model)
+        with gathered_parameters(model):  # the full ω vectors on every rank
+            self.omegas = current_omegas(model)
         logger.info("ADMIN ω profiled: %s", json.dumps(self.omegas))
         if state.is_world_process_zero:
             out = Path(args.output_dir)

@@ -135,6 +135,15 @@ def _add_train_flags(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="recompute activations in backward to save memory",
     )
+    run.add_argument(
+        "--fsdp",
+        action="store_true",
+        help="shard parameters, gradients and optimizer state over the processes (FSDP2 fully_shard; "
+        "needs torchrun / accelerate launch with 2+ processes; not with --resume)",
+    )
+    run.add_argument(
+        "--torch-compile", action="store_true", help="compile the model with torch.compile (inductor)"
+    )
     run.add_argument("--overwrite", action="store_true", help="replace an existing output directory")
     run.add_argument("--resume", action="store_true", help="continue from the checkpoints of a failed run")
     run.add_argument("--keep-checkpoints", action="store_true", help="keep checkpoint-* dirs in the output")
@@ -258,6 +267,8 @@ def _cmd_train(args: argparse.Namespace) -> int:
         train_sampling=args.train_sampling,
         divergence_factor=args.divergence_factor,
         skip_nonfinite_batches=args.skip_nonfinite_batches,
+        fsdp=args.fsdp,
+        torch_compile=args.torch_compile,
     )
     with contextlib.redirect_stdout(sys.stderr):  # Trainer logs go to stderr; stdout carries only the result
         record = train(options, _config_overrides(args))

@@ -30,6 +30,10 @@ class TrainingOptions:
     ``group_by_length`` (default; batches of similar length, less padding) or ``random`` / ``sequential``
     (then W processes × `batch_size` see exactly the pairs one process sees with W × `batch_size`).
     `divergence_factor` and `skip_nonfinite_batches` configure the `DivergenceCallback`.
+
+    `fsdp` shards parameters, gradients and optimizer state over the processes with FSDP2 (`sharding.py`;
+    needs several processes; checkpoints then hold the full model only, so `resume` is not available).
+    `torch_compile` compiles the model with `torch.compile` (the Trainer's `torch_compile`).
     """
 
     output_dir: str
@@ -71,6 +75,8 @@ class TrainingOptions:
     train_sampling: str = "group_by_length"
     divergence_factor: float | None = None
     skip_nonfinite_batches: int = 0
+    fsdp: bool = False
+    torch_compile: bool = False
 
     def __post_init__(self) -> None:
         positive = ("vocab_size", "max_source_length", "max_target_length", "batch_size", "save_steps")
@@ -105,6 +111,16 @@ class TrainingOptions:
         if isinstance(self.skip_nonfinite_batches, bool) or self.skip_nonfinite_batches < 0:
             raise ValueError(
                 f"skip_nonfinite_batches={self.skip_nonfinite_batches!r} must be an integer >= 0"
+            )
+        if self.fsdp and self.resume:
+            raise ValueError(
+                "resume=True is not available with fsdp=True: sharded checkpoints hold the full model but not "
+                "the sharded optimizer state; restart without --resume (or train with DDP)"
+            )
+        if self.fsdp and self.skip_nonfinite_batches:
+            raise ValueError(
+                f"skip_nonfinite_batches={self.skip_nonfinite_batches} is not available with fsdp=True (a skipped "
+                "batch would leave the other ranks waiting in FSDP's gradient reduce-scatter); use 0"
             )
 
 

@@ -30,6 +30,7 @@ from ..admin import AdminProfilingCallback
 from ..configuration_deep_nmt import DeepNMTConfig
 from ..data import ReadReport
 from ..modeling_deep_nmt import default_generation_config
+from ..sharding import shard_model, shard_summary
 from ..tokenization import train_tokenizer
 from .divergence import DivergenceCallback, TrainingDivergedError
 from .inputs import _load_training_data, build_config, load_split, resolve_variant, tokenize_dataset
@@ -117,6 +118,11 @@ def train(
     config_overrides = dict(config_overrides or {})
     config_class, model_class = resolve_variant(options.variant)
     distributed = _init_distributed()
+    if options.fsdp and distributed is None:
+        raise ValueError(
+            "fsdp=True (--fsdp) shards over several processes: launch with torchrun or accelerate launch "
+            "(WORLD_SIZE > 1), or drop it"
+        )
     if staging_dir is None:
         _check_output_dir(options)
     if distributed is not None:
@@ -210,6 +216,8 @@ def _train_in(
     model = model_class(config)
     model.generation_config = default_generation_config(config)
     model.generation_config.num_beams = options.num_beams
+    if options.fsdp:
+        model = shard_model(model)  # every rank keeps its Shard(0) slice of every parameter
 
     lengths = (options.max_source_length, options.max_target_length)
     token_stats: dict[str, int] = {}
@@ -253,6 +261,8 @@ def _train_in(
         seed=options.seed,
         disable_tqdm=options.disable_tqdm,
         dataloader_num_workers=0,
+        save_only_model=options.fsdp,  # FSDP: checkpoints hold the gathered full model (see sharding.py)
+        torch_compile=options.torch_compile,
     )
     divergence = DivergenceCallback(options.divergence_factor, options.skip_nonfinite_batches)
     callbacks: list[TrainerCallback] = [divergence]
@@ -285,6 +295,7 @@ def _train_in(
             "learning rate, more warmup, pre-LN or a residual-scaling variant"
         )
 
+    sharding = shard_summary(trainer.model) if options.fsdp else None  # collective
     if trainer.args.world_size > 1:
         # every rank takes part in gathering the weights (FSDP / DeepSpeed); only rank 0 writes
         trainer.save_model(str(staging))
@@ -339,6 +350,8 @@ def _train_in(
         distributed_type=str(trainer.accelerator.distributed_type.value),
         global_batch_size=options.batch_size * trainer.args.world_size,
     )
+    if sharding is not None:
+        hyperparameters["sharding"] = sharding
     record: dict[str, Any] = {
         "task": "translation",
         "src_lang": options.src_lang,

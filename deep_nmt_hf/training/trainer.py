@@ -15,6 +15,7 @@ from transformers import (
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, rotate_checkpoints
 
 from ..atomic import apply_umask_modes
+from ..sharding import full_state_dict, is_sharded, own_class
 from .divergence import DivergenceCallback
 from .staging import SAVING_DIR, _fsync_tree
 
@@ -48,6 +49,21 @@ class DeepNMTTrainer(Seq2SeqTrainer):
         self._saving_into: Path | None = None
         guards = [cb for cb in self.callback_handler.callbacks if isinstance(cb, DivergenceCallback)]
         self.divergence: DivergenceCallback | None = guards[0] if guards else None
+        if is_sharded(self.model):
+            # FSDP2 (sharding.py): the model owns its placement and gradient reduction, so the Trainer must not
+            # wrap it in DDP — the switch transformers uses for models it shards at load time
+            self.is_distributed_loading_by_transformers = True
+
+    def save_model(self, output_dir: str | None = None, _internal_call: bool = False) -> None:
+        """As the Trainer's; an FSDP2-sharded model is gathered (every rank takes part) and rank 0 writes a
+        full `save_pretrained` directory."""
+        if not is_sharded(self.model):
+            super().save_model(output_dir, _internal_call)
+            return
+        state_dict = full_state_dict(self.model)
+        if self.args.should_save:
+            with own_class(self.model):
+                self._save(output_dir, state_dict=state_dict)
 
     def compute_loss(
         self,
