@@ -100,20 +100,23 @@ def own_class(model: nn.Module) -> Iterator[nn.Module]:
 
 
 def shard_summary(model: nn.Module) -> dict[str, Any]:
-    """What every rank holds (collective: call on every rank): world size, the model's parameter count and,
-    per rank, how many elements it holds and the local shape of every parameter."""
+    """What every rank holds (collective: call on every rank): world size, number of FSDP units, the model's
+    parameter count and, per rank, how many elements it holds, the local shape of every parameter and the sum
+    of its local values (float64; with the full weights this shows which slice each rank held)."""
     local_shapes = {name: list(_local(p).shape) for name, p in model.named_parameters()}
     local_numel = sum(_local(p).numel() for p in model.parameters())
+    checksum = sum(float(_local(p).detach().double().sum()) for p in model.parameters())
     world = torch.distributed.get_world_size()
     gathered: list[Any] = [None] * world
-    torch.distributed.all_gather_object(gathered, (local_numel, local_shapes))
+    torch.distributed.all_gather_object(gathered, (local_numel, local_shapes, checksum))
     return {
         "strategy": STRATEGY,
         "world_size": world,
         "units": len(_fsdp_modules(model)),
         "parameters": sum(p.numel() for p in model.parameters()),  # a DTensor's numel is the global one
-        "local_parameters": [numel for numel, _ in gathered],
-        "local_shapes": {name: [shapes[name] for _, shapes in gathered] for name in local_shapes},
+        "local_parameters": [numel for numel, _, _ in gathered],
+        "local_shapes": {name: [shapes[name] for _, shapes, _ in gathered] for name in local_shapes},
+        "checksums": [value for _, _, value in gathered],
     }
 
 

@@ -144,6 +144,11 @@ def _add_train_flags(parser: argparse.ArgumentParser) -> None:
     run.add_argument(
         "--torch-compile", action="store_true", help="compile the model with torch.compile (inductor)"
     )
+    run.add_argument(
+        "--torch-compile-backend",
+        metavar="NAME",
+        help="torch.compile backend for --torch-compile (default inductor; aot_eager traces without codegen)",
+    )
     run.add_argument("--overwrite", action="store_true", help="replace an existing output directory")
     run.add_argument("--resume", action="store_true", help="continue from the checkpoints of a failed run")
     run.add_argument("--keep-checkpoints", action="store_true", help="keep checkpoint-* dirs in the output")
@@ -269,6 +274,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
         skip_nonfinite_batches=args.skip_nonfinite_batches,
         fsdp=args.fsdp,
         torch_compile=args.torch_compile,
+        torch_compile_backend=args.torch_compile_backend,
     )
     with contextlib.redirect_stdout(sys.stderr):  # Trainer logs go to stderr; stdout carries only the result
         record = train(options, _config_overrides(args))

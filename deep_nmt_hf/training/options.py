@@ -33,7 +33,8 @@ class TrainingOptions:
 
     `fsdp` shards parameters, gradients and optimizer state over the processes with FSDP2 (`sharding.py`;
     needs several processes; checkpoints then hold the full model only, so `resume` is not available).
-    `torch_compile` compiles the model with `torch.compile` (the Trainer's `torch_compile`).
+    `torch_compile` compiles the model with `torch.compile` (the Trainer's `torch_compile`), with
+    `torch_compile_backend` (default inductor; e.g. ``aot_eager`` traces without generating code).
     """
 
     output_dir: str
@@ -77,6 +78,7 @@ class TrainingOptions:
     skip_nonfinite_batches: int = 0
     fsdp: bool = False
     torch_compile: bool = False
+    torch_compile_backend: str | None = None
 
     def __post_init__(self) -> None:
         positive = ("vocab_size", "max_source_length", "max_target_length", "batch_size", "save_steps")
@@ -111,6 +113,10 @@ class TrainingOptions:
         if isinstance(self.skip_nonfinite_batches, bool) or self.skip_nonfinite_batches < 0:
             raise ValueError(
                 f"skip_nonfinite_batches={self.skip_nonfinite_batches!r} must be an integer >= 0"
+            )
+        if self.torch_compile_backend is not None and not self.torch_compile:
+            raise ValueError(
+                f"torch_compile_backend={self.torch_compile_backend!r} needs torch_compile=True (--torch-compile)"
             )
         if self.fsdp and self.resume:
             raise ValueError(

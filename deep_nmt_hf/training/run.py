@@ -263,6 +263,7 @@ def _train_in(
         dataloader_num_workers=0,
         save_only_model=options.fsdp,  # FSDP: checkpoints hold the gathered full model (see sharding.py)
         torch_compile=options.torch_compile,
+        torch_compile_backend=options.torch_compile_backend,
     )
     divergence = DivergenceCallback(options.divergence_factor, options.skip_nonfinite_batches)
     callbacks: list[TrainerCallback] = [divergence]

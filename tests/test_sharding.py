@@ -1,0 +1,166 @@
+"""FSDP2 sharded training (deep_nmt_hf/sharding.py) with 2 gloo processes on CPU.
+
+One ``torchrun --nproc_per_node 2 -m deep_nmt_hf.cli train --fsdp`` run (batch 4 per process) against one
+process with batch 8 on the same global batches (``--train-sampling random``: the same permutation in every
+process, rank r takes the r-th slice of each global batch). ADMIN (per-dimension ω, profiled under FSDP) so that
+ω's sharding, its profiling and the fold of the saved model are all exercised.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+from transformers import AutoModelForSeq2SeqLM, MarianMTModel
+
+from deep_nmt_hf import AdminForConditionalGeneration, cli, training
+from deep_nmt_hf.data import write_parallel_dir
+from deep_nmt_hf.folding import fold_directory
+from deep_nmt_hf.synthetic import SRC_LANG, TGT_LANG, demo_splits
+
+STEPS = 4
+MODEL_FLAGS = [
+    "--variant", "admin", "--d-model", "32", "--encoder-layers", "2", "--decoder-layers", "2", "--heads", "4",
+    "--ffn-dim", "64", "--dropout", "0", "--attention-dropout", "0", "--activation-dropout", "0",
+]  # fmt: skip
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    directory = tmp_path_factory.mktemp("fsdp-data")  # train split only: no scoring at the end
+    write_parallel_dir(
+        demo_splits(train=64, valid=1, test=1, seed=7)["train"], directory, "train", SRC_LANG, TGT_LANG
+    )
+    return directory
+
+
+def _train_args(data_dir: Path, out: Path, batch_size: int, *extra: str) -> list[str]:
+    return [
+        "train", "--data-dir", str(data_dir), "--src-lang", SRC_LANG, "--tgt-lang", TGT_LANG,
+        "--output-dir", str(out), "--vocab-size", "200", *MODEL_FLAGS, "--batch-size", str(batch_size),
+        "--max-steps", str(STEPS), "--logging-steps", "1", "--save-steps", "2", "--warmup-steps", "1",
+        "--lr", "1e-3", "--train-sampling", "random", "--num-beams", "1", "--no-progress", *extra,
+    ]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def one_process(data_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("one") / "model"
+    assert cli.main(_train_args(data_dir, out, 8)) == 0
+    return out
+
+
+@pytest.fixture(scope="module")
+def fsdp_run(data_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """2 processes × batch 4 with --fsdp through torchrun; returns the output dir and the launch's stderr."""
+    cwd = tmp_path_factory.mktemp("fsdp")
+    out = cwd / "model"
+    command = [
+        sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", str(_free_port()),
+        "-m", "deep_nmt_hf.cli", *_train_args(data_dir, out, 4, "--fsdp", "--keep-checkpoints"),
+    ]  # fmt: skip
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
+    result = subprocess.run(command, capture_output=True, text=True, env=env, cwd=cwd, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert sorted(p.name for p in cwd.iterdir()) == ["model"]  # no .partial, no per-rank leftovers
+    return out, result.stderr
+
+
+def _record(out: Path) -> dict:
+    return json.loads((out / "metrics.json").read_text())
+
+
+def _losses(out: Path) -> list[float]:
+    return [entry["loss"] for entry in _record(out)["log_history"] if "loss" in entry]
+
+
+def test_each_rank_holds_a_different_half_of_every_parameter(fsdp_run: tuple[Path, str]) -> None:
+    out, _ = fsdp_run
+    sharding = _record(out)["hyperparameters"]["sharding"]
+    assert sharding["strategy"] == "fsdp2" and sharding["world_size"] == 2
+    assert sharding["units"] == 2 + 2 + 1  # one per encoder / decoder layer, plus the root
+    full = load_file(out / "model.safetensors")
+    assert sharding["parameters"] == AdminForConditionalGeneration.from_pretrained(out).num_parameters()
+    local = sharding["local_parameters"]
+    assert sum(local) == sharding["parameters"] and all(0.45 < n / sum(local) < 0.55 for n in local)
+    for name, (rank0, rank1) in sharding["local_shapes"].items():
+        shape = list(full[name].shape)  # Shard(0): the ranks split dim 0, ceil(n / 2) rows first
+        assert rank0[0] == -(-shape[0] // 2) and rank0[0] + rank1[0] == shape[0], name
+        assert rank0[1:] == rank1[1:] == shape[1:], name
+    assert sharding["checksums"] == pytest.approx(
+        [
+            sum(float(full[n][: s[0][0]].double().sum()) for n, s in sharding["local_shapes"].items()),
+            sum(float(full[n][s[0][0] :].double().sum()) for n, s in sharding["local_shapes"].items()),
+        ],
+        rel=1e-9,
+        abs=1e-9,
+    )  # what each rank held at the end is the first / second half of the saved full weights
+
+
+def test_fsdp_trains_like_one_process_and_saves_a_full_model(
+    fsdp_run: tuple[Path, str], one_process: Path
+) -> None:
+    out, stderr = fsdp_run
+    # the same global batches: the same losses and weights up to float rounding (rel 1e-5)
+    assert len(_losses(out)) == STEPS
+    assert _losses(out) == pytest.approx(_losses(one_process), rel=1e-5)
+    a, b = load_file(one_process / "model.safetensors"), load_file(out / "model.safetensors")
+    assert a.keys() == b.keys()
+    for name in a:
+        if name.endswith("k_proj.bias"):  # zero gradient in exact arithmetic: Adam normalises rounding noise
+            assert a[name].abs().max() < 1e-3 and b[name].abs().max() < 1e-3
+            continue
+        scale = a[name].abs().max().clamp_min(1e-12)
+        assert ((a[name] - b[name]).abs().max() / scale).item() < 1e-5, name
+    # ADMIN ω profiled under FSDP (every rank ran the forward): identical on both ranks and to one process
+    logged = re.findall(r"ADMIN ω profiled: (\{.*\})", stderr)
+    assert len(logged) == 2 and logged[0] == logged[1]
+    omega = json.loads((out / "admin_omega.json").read_text())
+    assert omega == json.loads(logged[0]) and omega["encoder"][-1] > 1.0
+    reference = json.loads((one_process / "admin_omega.json").read_text())
+    for side in ("encoder", "decoder"):
+        assert omega[side] == pytest.approx(reference[side], rel=1e-6)
+    # the final model and a mid-run checkpoint load with from_pretrained in this (single) process
+    config = json.loads((out / "config.json").read_text())
+    assert config["architectures"] == ["AdminForConditionalGeneration"]
+    assert not list(out.glob("_fsdp*.py"))  # torch's FSDP class is not saved as the model's custom code
+    model = AutoModelForSeq2SeqLM.from_pretrained(out)
+    assert isinstance(model, AdminForConditionalGeneration)
+    checkpoint = AutoModelForSeq2SeqLM.from_pretrained(out / f"checkpoint-{STEPS}")
+    for name, tensor in model.state_dict().items():
+        torch.testing.assert_close(checkpoint.state_dict()[name], tensor, rtol=0, atol=0, msg=name)
+    assert (out / "checkpoint-2" / "model.safetensors").is_file()
+
+
+def test_the_fsdp_trained_model_folds_into_marian(fsdp_run: tuple[Path, str], tmp_path: Path) -> None:
+    out, _ = fsdp_run
+    report = fold_directory(out, tmp_path / "folded")  # checks logits (1e-4) and beam outputs itself
+    folded = AutoModelForSeq2SeqLM.from_pretrained(tmp_path / "folded")
+    assert isinstance(folded, MarianMTModel)
+    assert report.max_abs_logit_diff < 1e-4 and report.beam_outputs_identical
+    assert report.stock_class == "MarianMTModel"
+
+
+def test_fsdp_option_errors(tmp_path: Path) -> None:
+    common = dict(output_dir=str(tmp_path / "out"), data_source=tmp_path, src_lang="sa", tgt_lang="sb")
+    with pytest.raises(ValueError, match="resume=True is not available with fsdp=True"):
+        training.TrainingOptions(**common, fsdp=True, resume=True)
+    with pytest.raises(ValueError, match="skip_nonfinite_batches=2 is not available with fsdp=True"):
+        training.TrainingOptions(**common, fsdp=True, skip_nonfinite_batches=2)
+    with pytest.raises(ValueError, match="launch with torchrun or accelerate launch"):
+        training.train(training.TrainingOptions(**common, fsdp=True))
+    assert not (tmp_path / "out").exists()
