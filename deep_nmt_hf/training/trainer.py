@@ -50,6 +50,12 @@ class DeepNMTTrainer(Seq2SeqTrainer):
         guards = [cb for cb in self.callback_handler.callbacks if isinstance(cb, DivergenceCallback)]
         self.divergence: DivergenceCallback | None = guards[0] if guards else None
         if is_sharded(self.model):
+            if self.is_fsdp_enabled:
+                raise ValueError(
+                    "the model is sharded by --fsdp (sharding.py) and the accelerate config enables FSDP too: "
+                    "launch --fsdp with a DDP config (e.g. examples/accelerate/cpu_ddp_2proc.yaml) or torchrun, "
+                    "or drop --fsdp to let accelerate's FSDP plugin shard"
+                )
             # FSDP2 (sharding.py): the model owns its placement and gradient reduction, so the Trainer must not
             # wrap it in DDP — the switch transformers uses for models it shards at load time
             self.is_distributed_loading_by_transformers = True
