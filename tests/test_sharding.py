@@ -21,7 +21,7 @@ import torch
 from safetensors.torch import load_file
 from transformers import AutoModelForSeq2SeqLM, MarianMTModel
 
-from deep_nmt_hf import AdminForConditionalGeneration, cli, training
+from deep_nmt_hf import VARIANTS, AdminForConditionalGeneration, cli, training
 from deep_nmt_hf.data import write_parallel_dir
 from deep_nmt_hf.folding import fold_directory
 from deep_nmt_hf.synthetic import SRC_LANG, TGT_LANG, demo_splits
@@ -153,6 +153,21 @@ def test_the_fsdp_trained_model_folds_into_marian(fsdp_run: tuple[Path, str], tm
     assert isinstance(folded, MarianMTModel)
     assert report.max_abs_logit_diff < 1e-4 and report.beam_outputs_identical
     assert report.stock_class == "MarianMTModel"
+
+
+def test_fsdp_gives_the_full_batch_gradient_on_every_variant(tmp_path: Path) -> None:
+    """Shared layers (a unit gathered at each application), DLCL weights in the root unit, MAtt, CAD, ...:
+    the sharded gradient of half a batch per rank equals one unsharded model's on the whole batch (rel 1e-5)."""
+    command = [
+        sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", str(_free_port()),
+        str(Path(__file__).with_name("fsdp_gradients.py")),
+    ]  # fmt: skip
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    result = subprocess.run(command, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    worst = json.loads(result.stdout.strip().splitlines()[-1])
+    assert sorted(worst) == sorted(VARIANTS)
+    assert all(value < 1e-5 for value in worst.values()), worst
 
 
 def test_fsdp_option_errors(tmp_path: Path) -> None:
