@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import argparse
 import copy
+import os
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -123,6 +125,8 @@ def main() -> None:
         args.encoder_layers = args.decoder_layers = 2
         args.d_model, args.batch, args.repeats, args.warmup = 64, 8, 3, 1
         args.out = args.out + "_quick" if args.out == "compile_speed" else args.out
+    # a fresh inductor cache: the compile times are those of a first run, not of cached kernels
+    os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", tempfile.mkdtemp(prefix="compile_speed_inductor_"))
     import torch
 
     torch.set_num_threads(1)
@@ -137,6 +141,10 @@ def main() -> None:
             flush=True,
         )
         results.append(result)
+        _report(args, results)  # after every variant: a long run keeps what it finished
+
+
+def _report(args: argparse.Namespace, results: list[dict[str, Any]]) -> None:
     rows = []
     for r in results:
         t = r["timings"]
