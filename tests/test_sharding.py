@@ -90,7 +90,7 @@ def _losses(out: Path) -> list[float]:
 
 def test_each_rank_holds_a_different_half_of_every_parameter(fsdp_run: tuple[Path, str]) -> None:
     out, _ = fsdp_run
-    sharding = _record(out)["hyperparameters"]["sharding"]
+    sharding = _record(out)["sharding"]
     assert sharding["strategy"] == "fsdp2" and sharding["world_size"] == 2
     assert sharding["units"] == 2 + 2 + 1  # one per encoder / decoder layer, plus the root
     full = load_file(out / "model.safetensors")

@@ -351,8 +351,6 @@ def _train_in(
         distributed_type=str(trainer.accelerator.distributed_type.value),
         global_batch_size=options.batch_size * trainer.args.world_size,
     )
-    if sharding is not None:
-        hyperparameters["sharding"] = sharding
     record: dict[str, Any] = {
         "task": "translation",
         "src_lang": options.src_lang,
@@ -372,6 +370,8 @@ def _train_in(
         },
         "eval_split": headline_split,
     }
+    if sharding is not None:  # what each rank held (FSDP2); not a hyperparameter, so not in the model card
+        record["sharding"] = sharding
     if headline_split is not None:
         record.update(scores[headline_split])
     record.update(
