@@ -66,12 +66,13 @@ def one_process(data_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Pat
 
 @pytest.fixture(scope="module")
 def fsdp_run(data_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
-    """2 processes × batch 4 with --fsdp through torchrun; returns the output dir and the launch's stderr."""
+    """2 processes × batch 4 with --fsdp (and --gradient-checkpointing inside the FSDP units) through torchrun;
+    returns the output dir and the launch's stderr."""
     cwd = tmp_path_factory.mktemp("fsdp")
     out = cwd / "model"
     command = [
         sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", str(_free_port()),
-        "-m", "deep_nmt_hf.cli", *_train_args(data_dir, out, 4, "--fsdp", "--keep-checkpoints"),
+        "-m", "deep_nmt_hf.cli", *_train_args(data_dir, out, 4, "--fsdp", "--keep-checkpoints", "--gradient-checkpointing"),
     ]  # fmt: skip
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
     result = subprocess.run(command, capture_output=True, text=True, env=env, cwd=cwd, timeout=600)
