@@ -152,8 +152,9 @@ class AdminProfilingCallback(TrainerCallback):
     The profiling batch is the first `batch_size` examples of the training set passed through the Trainer's
     collator (taken by index, so the Trainer's own data order and RNG are untouched). In several processes rank 0
     profiles and broadcasts, so ω is identical on every rank. An FSDP2-sharded model (sharding.py) profiles on
-    every rank (its forward all-gathers the parameters, a collective) and every rank then sets rank 0's ω. Logs the values and writes `admin_omega.json` and
-    `admin_omega.png` into the output directory (main process only).
+    every rank (its forward all-gathers the parameters, a collective) and every rank then sets rank 0's ω.
+    Logs the values and writes `admin_omega.json` and `admin_omega.png` into the output directory (main
+    process only).
     """
 
     def __init__(self, batch_size: int | None = None, seed: int = 0) -> None:
