@@ -138,7 +138,8 @@ def test_fsdp_config_on_a_cpu_only_machine_trains_as_ddp(
 ) -> None:
     """What we found: accelerate 1.15 engages its FSDP plugin only on accelerator devices; on a CPU-only
     machine the FSDP config launches 2 gloo processes that train as plain DDP (MULTI_CPU), still exactly
-    equivalent to one process. So the config and launch path are tested here, FSDP sharding itself is not."""
+    equivalent to one process. So the config and launch path are tested here; sharding that really happens on
+    CPU is `train --fsdp` (deep_nmt_hf/sharding.py), tested in tests/test_sharding.py."""
     out = tmp_path / "fsdp"
     _launch("cpu_fsdp_2proc.yaml", _train_args(data_dir, out, 4), tmp_path)
     record = json.loads((out / "metrics.json").read_text())
