@@ -13,13 +13,17 @@ on CPU with gloo. The Trainer is told that the model owns its placement and grad
 it uses for models that transformers shards at load time), so it neither moves it nor wraps it in DDP.
 
 Saving gathers the full state dict (collective: every rank takes part) and rank 0 writes an ordinary
-`save_pretrained` directory that loads in one process (`full_state_dict`).
+`save_pretrained` directory that loads in one process (`full_state_dict`); checkpoints add the full optimizer
+state (`full_optimizer_state_dict`, the layout one process writes), and resuming loads both back into the shards
+(`load_full_checkpoint`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -126,6 +130,56 @@ def full_state_dict(model: nn.Module) -> dict[str, torch.Tensor]:
 
     options = StateDictOptions(full_state_dict=True, cpu_offload=True)
     return get_model_state_dict(model, options=options)
+
+
+def _torch_optimizer(optimizer: Any) -> torch.optim.Optimizer:
+    return getattr(optimizer, "optimizer", optimizer)  # accelerate's AcceleratedOptimizer wraps the torch one
+
+
+def full_optimizer_state_dict(model: nn.Module, optimizer: Any) -> dict[str, Any]:
+    """The optimizer state of every parameter, unsharded (the same layout as one process's), on CPU on rank 0;
+    ``{}`` on the other ranks (collective)."""
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_optimizer_state_dict
+
+    options = StateDictOptions(full_state_dict=True, cpu_offload=True)
+    return get_optimizer_state_dict(model, _torch_optimizer(optimizer), options=options)
+
+
+def load_full_checkpoint(
+    model: nn.Module,
+    directory: str | os.PathLike[str],
+    optimizer: Any = None,
+    optimizer_file: str | None = None,
+) -> None:
+    """Load a full `save_pretrained` checkpoint (``*.safetensors``; and, with `optimizer`, the full optimizer
+    state in `optimizer_file`) into the sharded `model`: every rank reads the files and keeps its shards
+    (collective). Keys missing from the files must be tied weights (the output projection)."""
+    from safetensors.torch import load_file
+    from torch.distributed.checkpoint.state_dict import (
+        StateDictOptions,
+        set_model_state_dict,
+        set_optimizer_state_dict,
+    )
+
+    directory = Path(directory)
+    options = StateDictOptions(full_state_dict=True, strict=False)
+    if optimizer is None:
+        files = sorted(directory.glob("*.safetensors"))
+        if not files:
+            raise FileNotFoundError(f"{directory} holds no *.safetensors weights to resume from")
+        state_dict: dict[str, torch.Tensor] = {}
+        for file in files:
+            state_dict.update(load_file(file))
+        missing, unexpected = set_model_state_dict(model, state_dict, options=options)
+        tied = set(getattr(model, "_tied_weights_keys", None) or ())
+        if unexpected or set(missing) - tied:
+            raise ValueError(
+                f"{directory}: weights do not match the model (missing {sorted(set(missing) - tied)}, "
+                f"unexpected {sorted(unexpected)})"
+            )
+        return
+    state = torch.load(directory / (optimizer_file or "optimizer.pt"), map_location="cpu", weights_only=True)
+    set_optimizer_state_dict(model, _torch_optimizer(optimizer), state, options=options)
 
 
 @contextlib.contextmanager

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import socket
 import subprocess
 import sys
@@ -64,21 +65,29 @@ def one_process(data_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Pat
     return out
 
 
+def _torchrun(args: list[str], cwd: Path) -> str:
+    """`deep-nmt ARGS` in 2 processes under torchrun; returns stderr."""
+    command = [
+        sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", str(_free_port()),
+        "-m", "deep_nmt_hf.cli", *args,
+    ]  # fmt: skip
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
+    result = subprocess.run(command, capture_output=True, text=True, env=env, cwd=cwd, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result.stderr
+
+
 @pytest.fixture(scope="module")
 def fsdp_run(data_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     """2 processes × batch 4 with --fsdp (and --gradient-checkpointing inside the FSDP units) through torchrun;
     returns the output dir and the launch's stderr."""
     cwd = tmp_path_factory.mktemp("fsdp")
     out = cwd / "model"
-    command = [
-        sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", str(_free_port()),
-        "-m", "deep_nmt_hf.cli", *_train_args(data_dir, out, 4, "--fsdp", "--keep-checkpoints", "--gradient-checkpointing"),
-    ]  # fmt: skip
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
-    result = subprocess.run(command, capture_output=True, text=True, env=env, cwd=cwd, timeout=600)
-    assert result.returncode == 0, result.stderr[-3000:]
+    stderr = _torchrun(
+        _train_args(data_dir, out, 4, "--fsdp", "--keep-checkpoints", "--gradient-checkpointing"), cwd
+    )
     assert sorted(p.name for p in cwd.iterdir()) == ["model"]  # no .partial, no per-rank leftovers
-    return out, result.stderr
+    return out, stderr
 
 
 def _record(out: Path) -> dict:
@@ -147,6 +156,28 @@ def test_fsdp_trains_like_one_process_and_saves_a_full_model(
     assert (out / "checkpoint-2" / "model.safetensors").is_file()
 
 
+def test_an_fsdp_run_resumes_from_its_checkpoint(
+    data_dir: Path, fsdp_run: tuple[Path, str], tmp_path: Path
+) -> None:
+    """Resume from checkpoint-2 of the FSDP run (full model + full optimizer state + RNG, copied into a fresh
+    staging dir): steps 3 and 4 and the final weights equal the uninterrupted run's (rel 1e-5)."""
+    out, _ = fsdp_run
+    resumed = tmp_path / "model"
+    shutil.copytree(out / "checkpoint-2", tmp_path / "model.partial" / "checkpoint-2")
+    _torchrun(_train_args(data_dir, resumed, 4, "--fsdp", "--gradient-checkpointing", "--resume"), tmp_path)
+    record = _record(resumed)
+    assert record["global_step"] == STEPS
+    steps = {e["step"]: e["loss"] for e in record["log_history"] if "loss" in e}
+    want = {e["step"]: e["loss"] for e in _record(out)["log_history"] if "loss" in e}
+    assert sorted(steps) == [1, 2, 3, 4]  # 1-2 from the checkpoint's trainer state, 3-4 trained after resuming
+    assert [steps[3], steps[4]] == pytest.approx([want[3], want[4]], rel=1e-5)
+    a, b = load_file(out / "model.safetensors"), load_file(resumed / "model.safetensors")
+    for name in a:
+        if not name.endswith("k_proj.bias"):
+            scale = a[name].abs().max().clamp_min(1e-12)
+            assert ((a[name] - b[name]).abs().max() / scale).item() < 1e-5, name
+
+
 def test_the_fsdp_trained_model_folds_into_marian(fsdp_run: tuple[Path, str], tmp_path: Path) -> None:
     out, _ = fsdp_run
     report = fold_directory(out, tmp_path / "folded")  # checks logits (1e-4) and beam outputs itself
@@ -173,8 +204,6 @@ def test_fsdp_gives_the_full_batch_gradient_on_every_variant(tmp_path: Path) -> 
 
 def test_fsdp_option_errors(tmp_path: Path) -> None:
     common = dict(output_dir=str(tmp_path / "out"), data_source=tmp_path, src_lang="sa", tgt_lang="sb")
-    with pytest.raises(ValueError, match="resume=True is not available with fsdp=True"):
-        training.TrainingOptions(**common, fsdp=True, resume=True)
     with pytest.raises(ValueError, match="skip_nonfinite_batches=2 is not available with fsdp=True"):
         training.TrainingOptions(**common, fsdp=True, skip_nonfinite_batches=2)
     with pytest.raises(ValueError, match="launch with torchrun or accelerate launch"):

@@ -139,7 +139,7 @@ def _add_train_flags(parser: argparse.ArgumentParser) -> None:
         "--fsdp",
         action="store_true",
         help="shard parameters, gradients and optimizer state over the processes (FSDP2 fully_shard; "
-        "needs torchrun / accelerate launch with 2+ processes; not with --resume)",
+        "needs torchrun / accelerate launch with 2+ processes)",
     )
     run.add_argument(
         "--torch-compile", action="store_true", help="compile the model with torch.compile (inductor)"

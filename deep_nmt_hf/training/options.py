@@ -32,7 +32,7 @@ class TrainingOptions:
     `divergence_factor` and `skip_nonfinite_batches` configure the `DivergenceCallback`.
 
     `fsdp` shards parameters, gradients and optimizer state over the processes with FSDP2 (`sharding.py`;
-    needs several processes; checkpoints then hold the full model only, so `resume` is not available).
+    needs several processes; checkpoints hold the full model and optimizer state, as one process writes them).
     `torch_compile` compiles the model with `torch.compile` (the Trainer's `torch_compile`), with
     `torch_compile_backend` (default inductor; e.g. ``aot_eager`` traces without generating code).
     """
@@ -117,11 +117,6 @@ class TrainingOptions:
         if self.torch_compile_backend is not None and not self.torch_compile:
             raise ValueError(
                 f"torch_compile_backend={self.torch_compile_backend!r} needs torch_compile=True (--torch-compile)"
-            )
-        if self.fsdp and self.resume:
-            raise ValueError(
-                "resume=True is not available with fsdp=True: sharded checkpoints hold the full model but not "
-                "the sharded optimizer state; restart without --resume (or train with DDP)"
             )
         if self.fsdp and self.skip_nonfinite_batches:
             raise ValueError(

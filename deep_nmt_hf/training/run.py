@@ -261,7 +261,6 @@ def _train_in(
         seed=options.seed,
         disable_tqdm=options.disable_tqdm,
         dataloader_num_workers=0,
-        save_only_model=options.fsdp,  # FSDP: checkpoints hold the gathered full model (see sharding.py)
         torch_compile=options.torch_compile,
         torch_compile_backend=options.torch_compile_backend,
     )

@@ -12,10 +12,17 @@ import torch
 from transformers import (
     Seq2SeqTrainer,
 )
+from transformers.trainer import OPTIMIZER_NAME, SCHEDULER_NAME
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, rotate_checkpoints
 
 from ..atomic import apply_umask_modes
-from ..sharding import full_state_dict, is_sharded, own_class
+from ..sharding import (
+    full_optimizer_state_dict,
+    full_state_dict,
+    is_sharded,
+    load_full_checkpoint,
+    own_class,
+)
 from .divergence import DivergenceCallback
 from .staging import SAVING_DIR, _fsync_tree
 
@@ -70,6 +77,32 @@ class DeepNMTTrainer(Seq2SeqTrainer):
         if self.args.should_save:
             with own_class(self.model):
                 self._save(output_dir, state_dict=state_dict)
+
+    def _save_optimizer_and_scheduler(self, output_dir: str) -> None:
+        """FSDP2: the full optimizer state (gathered, written by rank 0) instead of rank 0's shard."""
+        if not is_sharded(self.model):
+            super()._save_optimizer_and_scheduler(output_dir)
+            return
+        state = full_optimizer_state_dict(self.model, self.optimizer)
+        if self.args.should_save:
+            torch.save(state, os.path.join(output_dir, OPTIMIZER_NAME))
+            torch.save(self.lr_scheduler.state_dict(), os.path.join(output_dir, SCHEDULER_NAME))
+
+    def _load_from_checkpoint(
+        self, resume_from_checkpoint: str, model: torch.nn.Module | None = None
+    ) -> None:
+        if not is_sharded(self.model):
+            super()._load_from_checkpoint(resume_from_checkpoint, model)
+            return
+        load_full_checkpoint(self.model, resume_from_checkpoint)
+
+    def _load_optimizer_and_scheduler(self, checkpoint: str | None) -> None:
+        if checkpoint is None or not is_sharded(self.model):
+            super()._load_optimizer_and_scheduler(checkpoint)
+            return
+        load_full_checkpoint(self.model, checkpoint, optimizer=self.optimizer, optimizer_file=OPTIMIZER_NAME)
+        scheduler = torch.load(os.path.join(checkpoint, SCHEDULER_NAME), weights_only=True)
+        self.lr_scheduler.load_state_dict(scheduler)
 
     def compute_loss(
         self,
