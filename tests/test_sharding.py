@@ -169,7 +169,12 @@ def test_an_fsdp_run_resumes_from_its_checkpoint(
     assert record["global_step"] == STEPS
     steps = {e["step"]: e["loss"] for e in record["log_history"] if "loss" in e}
     want = {e["step"]: e["loss"] for e in _record(out)["log_history"] if "loss" in e}
-    assert sorted(steps) == [1, 2, 3, 4]  # 1-2 from the checkpoint's trainer state, 3-4 trained after resuming
+    assert sorted(steps) == [
+        1,
+        2,
+        3,
+        4,
+    ]  # 1-2 from the checkpoint's trainer state, 3-4 trained after resuming
     assert [steps[3], steps[4]] == pytest.approx([want[3], want[4]], rel=1e-5)
     a, b = load_file(out / "model.safetensors"), load_file(resumed / "model.safetensors")
     for name in a:
