@@ -47,6 +47,9 @@ class DeepNMTTrainer(Seq2SeqTrainer):
     - Models with collapse-reducing losses (deep-decoder-cad-crt eq. 9-11) return `nll_loss`, `ddr_loss` and
       `ald_loss` next to the total `loss`; every training log line then carries each component's mean over
       the steps since the previous log line, under those names.
+    - An FSDP2-sharded model (`train --fsdp`, sharding.py) is not wrapped in DDP; its saves are gathered into a
+      full model (and a full optimizer state in checkpoints) written by rank 0, and resuming loads them back into
+      the shards.
     """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
