@@ -83,7 +83,9 @@ class DeepNMTConfig(PretrainedConfig):
     attribute_map = {
         "num_attention_heads": "encoder_attention_heads",
         "hidden_size": "d_model",
-        "num_hidden_layers": "decoder_layers",
+        # the decoder's layer *applications* (one cache slot each; = decoder_layers unless layers are shared),
+        # the count Transformers reads to size DynamicCache(config=...) / StaticCache and output tuples
+        "num_hidden_layers": "decoder_depth",
     }
     # named shapes for `deep-nmt train --preset` (each variant below names its own)
     PRESETS: ClassVar[dict[str, dict[str, Any]]] = {
@@ -214,6 +216,19 @@ class DeepNMTConfig(PretrainedConfig):
     def decoder_depth(self) -> int:
         """Decoder layer applications; one cache entry each during generation."""
         return _depth(self.decoder_layers, self.decoder_layer_repeats, self.decoder_layer_order)
+
+    def get_text_config(self, decoder: bool | None = None, encoder: bool | None = None) -> DeepNMTConfig:
+        """This config itself for either side: Transformers' renaming of a flat encoder-decoder config's
+        `decoder_*` fields would turn `decoder_layers` (unique layers) into `num_hidden_layers`, whereas the cache
+        needs one slot per layer application (`num_hidden_layers` = `decoder_depth`, see `attribute_map`)."""
+        return self
+
+    @decoder_depth.setter
+    def decoder_depth(self, value: int) -> None:
+        raise AttributeError(
+            f"decoder_depth / num_hidden_layers (= {value!r}) is derived; set decoder_layers (and "
+            "decoder_layer_repeats / decoder_layer_order for shared layers) instead"
+        )
 
     # ------------------------------------------------------------------------------------------------ validation
     def _check_deep_decoder(self) -> None:

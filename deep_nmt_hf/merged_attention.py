@@ -12,85 +12,61 @@ all, so W_v is shared too. We therefore compute `W_o(M_a(S W_v) + context(S, H))
 bias counted once), no gates and no FFN inside the average attention. Padding positions of the target prefix are
 excluded from the average (`decoder_attention_mask`).
 
-Incremental decoding keeps, per layer application, the running sum of S W_v over the prefix and its length in a
-`RunningAverageLayer` cache slot: each step costs O(1) in the target length, survives beam reordering (the slot
-reorders like any cache layer), and reports the number of decoded positions as its sequence length so that the
-position offset and `generate`'s bookkeeping stay right.
+Incremental decoding keeps, per layer application, the prefix sums of S W_v and the prefix counts of real positions
+in a `caches.RunningAverageLayer` slot: each step reads only the last entry (O(1) work in the target length), and
+beam reordering, `crop` (assisted decoding) and batch selection are the plain cache-layer operations. The number
+of cached positions is the slot's sequence length, so the position offset and `generate`'s bookkeeping stay right.
+
+With `output_attentions=True` the sublayer returns the average attention's weights too: per head, the
+lower-triangular matrix whose row t holds 1/t over the real positions ≤ t (M_a of eq. 16, the same for every head).
 """
 
 from __future__ import annotations
 
 import torch
 from torch import nn
-from transformers.cache_utils import Cache, DynamicLayer, EncoderDecoderCache
+from transformers.cache_utils import Cache
 
-
-class RunningAverageLayer(DynamicLayer):
-    """Cache slot of one MAtt layer application: `keys` = running sum (batch, d), `values` = count (batch, 1)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.steps = 0
-
-    def add(self, total: torch.Tensor, count: torch.Tensor, steps: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """Add the sums and counts of `steps` new positions; return the previous (sum, count) or zeros."""
-        if not self.is_initialized:
-            self.keys, self.values = torch.zeros_like(total), torch.zeros_like(count)
-            self.dtype, self.device, self.is_initialized = total.dtype, total.device, True
-        previous = (self.keys, self.values)
-        self.keys, self.values = self.keys + total, self.values + count
-        self.steps += steps
-        return previous
-
-    def get_seq_length(self) -> int:
-        return self.steps if self.is_initialized else 0
-
-    def reset(self) -> None:
-        super().reset()
-        self.steps = 0
-
-    def crop(self, tokens_to_remove: int) -> None:
-        raise NotImplementedError("a running average cannot be cropped (assisted decoding is not supported)")
-
-
-def running_average_slot(past_key_values: Cache, index: int) -> RunningAverageLayer:
-    """The RunningAverageLayer for layer application `index`, created in the self-attention cache on first use."""
-    cache = (
-        past_key_values.self_attention_cache
-        if isinstance(past_key_values, EncoderDecoderCache)
-        else past_key_values
-    )
-    while len(cache.layers) <= index:
-        cache.layers.append(RunningAverageLayer())
-    if not isinstance(cache.layers[index], RunningAverageLayer):
-        if cache.layers[index].get_seq_length() > 0:
-            raise ValueError(
-                f"cache slot {index} already holds self-attention states; MAtt needs a fresh cache"
-            )
-        cache.layers[index] = RunningAverageLayer()
-    return cache.layers[index]
+from .caches import running_average_slot
 
 
 def cumulative_average(
     values: torch.Tensor, padding: torch.Tensor | None, past: tuple[torch.Tensor, torch.Tensor] | None = None
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """M_a applied to `values` (batch, time, d): position t is the mean of the real positions ≤ t, counting an
-    earlier prefix given as `past` = (sum, count). Returns (averages, sum of the new real positions, their count)."""
+    earlier prefix given as `past` = (sum, count), shapes (batch, d) and (batch, 1). Returns (averages, prefix sums
+    (batch, time, d), prefix counts (batch, time, 1)), the prefixes including `past`."""
     weights = torch.ones(values.shape[:2], dtype=values.dtype, device=values.device)
     if padding is not None:
         weights = padding[:, -values.shape[1] :].to(values.dtype)
-    weighted = values * weights.unsqueeze(-1)
-    sums = weighted.cumsum(dim=1)
+    sums = (values * weights.unsqueeze(-1)).cumsum(dim=1)
     counts = weights.cumsum(dim=1).unsqueeze(-1)
     if past is not None:
         sums = sums + past[0].unsqueeze(1)
         counts = counts + past[1].unsqueeze(1)
-    averages = sums / counts.clamp(min=1.0)
-    return averages, weighted.sum(dim=1), weights.sum(dim=1, keepdim=True)
+    return sums / counts.clamp(min=1.0), sums, counts
+
+
+def average_attention_weights(
+    counts: torch.Tensor, padding: torch.Tensor | None, past_length: int, heads: int
+) -> torch.Tensor:
+    """The weights M_a of the average attention as an attention matrix, (batch, heads, queries, past + queries):
+    query i (position past + i) gives 1/count to each real position ≤ past + i and 0 elsewhere."""
+    batch, queries = counts.shape[:2]
+    keys = past_length + queries
+    real = torch.ones(batch, keys, dtype=counts.dtype, device=counts.device)
+    if padding is not None:
+        real = padding[:, -keys:].to(counts.dtype)
+    positions = torch.arange(keys, device=counts.device)
+    visible = positions[None, :] <= (past_length + torch.arange(queries, device=counts.device))[:, None]
+    weights = real[:, None, :] * visible.to(counts.dtype) / counts.clamp(min=1.0)
+    return weights[:, None].expand(batch, heads, queries, keys)
 
 
 class MergedAttention(nn.Module):
-    """MAtt(S) = W_o(M_a(S W_v) + context(S, H)), sharing every projection with the cross-attention."""
+    """MAtt(S) = W_o(M_a(S W_v) + context(S, H)), sharing every projection with the cross-attention.
+
+    Returns `(output, (average_weights, cross_weights))`; both weights are None unless `output_attentions`."""
 
     def __init__(self, cross_attention: nn.Module) -> None:
         super().__init__()
@@ -105,17 +81,19 @@ class MergedAttention(nn.Module):
         past_key_values: Cache | None = None,
         cache_index: int = 0,
         output_attentions: bool = False,
-    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+    ) -> tuple[torch.Tensor, tuple[torch.Tensor | None, torch.Tensor | None]]:
         attention = self.cross_attention
         slot = running_average_slot(past_key_values, cache_index) if past_key_values is not None else None
+        past = slot.previous() if slot is not None else None
+        past_length = slot.get_seq_length() if slot is not None else 0
         values = attention.v_proj(hidden_states)
-        past = None
-        if slot is not None and slot.is_initialized:
-            past = (slot.keys, slot.values)
-        averages, new_sum, new_count = cumulative_average(values, target_padding, past)
+        averages, sums, counts = cumulative_average(values, target_padding, past)
         if slot is not None:
-            slot.add(new_sum, new_count, hidden_states.shape[1])
-        context, weights = attention.attend(
+            slot.update(sums.unsqueeze(1), counts.unsqueeze(1))
+        context, cross_weights = attention.attend(
             hidden_states, key_value_states, attention_mask, past_key_values, cache_index, output_attentions
         )
-        return attention.out_proj(averages + context), weights
+        average_weights = None
+        if output_attentions:
+            average_weights = average_attention_weights(counts, target_padding, past_length, attention.num_heads)
+        return attention.out_proj(averages + context), (average_weights, cross_weights)

@@ -25,11 +25,12 @@ from torch import nn
 from transformers import GenerationConfig, GenerationMixin, PreTrainedModel
 from transformers import initialization as init
 from transformers.activations import ACT2FN
-from transformers.cache_utils import Cache, DynamicCache, DynamicLayer, EncoderDecoderCache
+from transformers.cache_utils import Cache, DynamicCache, EncoderDecoderCache
 from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.modeling_outputs import BaseModelOutput, Seq2SeqLMOutput, Seq2SeqModelOutput
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
+from .caches import ensure_cache_slots, is_static, mark_cross_slot_without_attention
 from .collapse_losses import (
     ald_contrastive_loss,
     mask_source_tokens,
@@ -84,7 +85,11 @@ class SinusoidalPositions(nn.Module):
         self.num_positions = num_positions
         self.register_buffer("weight", sinusoidal_table(num_positions, dim), persistent=False)
 
-    def forward(self, seq_len: int, offset: int = 0) -> torch.Tensor:
+    def forward(self, seq_len: int, offset: int | torch.Tensor = 0) -> torch.Tensor:
+        """Rows offset .. offset + seq_len - 1; `offset` may be a 0-d tensor (a static cache's fill level), then
+        the rows are gathered without a data-dependent slice so that compiled decoding keeps one graph."""
+        if isinstance(offset, torch.Tensor):
+            return self.weight[torch.arange(seq_len, device=self.weight.device) + offset]
         if offset + seq_len > self.num_positions:
             raise ValueError(
                 f"sequence of {offset + seq_len} positions is longer than max_position_embeddings="
@@ -341,7 +346,7 @@ class DeepNMTDecoderLayer(GradientCheckpointingLayer):
         cache = {"past_key_values": past_key_values, "cache_index": cache_index}
         self_weights = cross_weights = None
         if self.merged_attn is not None:
-            hidden_states, cross_weights = self.merged_attn(
+            hidden_states, (self_weights, cross_weights) = self.merged_attn(
                 hidden_states,
                 key_value_states=encoder_hidden_states,
                 attention_mask=encoder_attention_mask,
@@ -356,6 +361,7 @@ class DeepNMTDecoderLayer(GradientCheckpointingLayer):
                 output_attentions=output_attentions,
                 **cache,
             )
+            attends = self.encoder_attn is not None and self.encoder_attn.fn is not None
             if self.encoder_attn is not None:
                 hidden_states, cross_weights = self.encoder_attn(
                     hidden_states,
@@ -365,25 +371,30 @@ class DeepNMTDecoderLayer(GradientCheckpointingLayer):
                     skip=drop_cross_attention,
                     **cache,
                 )
+            if not attends:
+                mark_cross_slot_without_attention(
+                    past_key_values, cache_index, hidden_states, self.self_attn.fn.num_heads
+                )
+            if output_attentions and cross_weights is None:
+                cross_weights = self.absent_cross_attention(hidden_states, encoder_hidden_states)
         hidden_states, _ = self.ffn(hidden_states)
         return hidden_states, self_weights, cross_weights
+
+    def absent_cross_attention(self, hidden_states: torch.Tensor, memory: torch.Tensor) -> torch.Tensor:
+        """The cross-attention weights of a layer whose cross-attention is absent (CAD, drop rate 1) or dropped
+        for this pass: zeros of the usual shape (batch, heads, target, source) — no source position is attended.
+        They are a constant, not computed from the input: `retain_grad()` works (the tensor requires grad when the
+        input does) but their `.grad` stays None after backward, since the output does not depend on them."""
+        heads = self.self_attn.fn.num_heads
+        shape = (hidden_states.shape[0], heads, hidden_states.shape[1], memory.shape[1])
+        zeros = hidden_states.new_zeros(shape)
+        return zeros.requires_grad_() if torch.is_grad_enabled() and hidden_states.requires_grad else zeros
 
 
 def has_no_cross_attention(config: DeepNMTConfig, layer_index: int) -> bool:
     """With drop-net rate 1, the lowest `cross_attention_drop_layers` decoder layers own no cross-attention
     (post-LN keeps the sublayer's LayerNorm, which then always outputs LN(x), the paper's drop formula)."""
     return config.cross_attention_drop_rate == 1.0 and layer_index < config.cross_attention_drop_layers
-
-
-def ensure_cache_slots(past_key_values: Cache, count: int) -> None:
-    """Give the cache one slot per layer *application* (shared layers run several times; `generate` sizes its
-    cache by `decoder_layers`, the number of layers that own weights)."""
-    caches = [past_key_values]
-    if isinstance(past_key_values, EncoderDecoderCache):
-        caches = [past_key_values.self_attention_cache, past_key_values.cross_attention_cache]
-    for cache in caches:
-        while len(cache.layers) < count:
-            cache.layers.append(DynamicLayer())
 
 
 def padding_mask(attention_mask: torch.Tensor | None, dtype: torch.dtype) -> torch.Tensor | None:
@@ -400,19 +411,28 @@ def padding_mask(attention_mask: torch.Tensor | None, dtype: torch.dtype) -> tor
 
 def causal_mask(
     query_length: int,
-    past_length: int,
+    past_length: int | torch.Tensor,
     dtype: torch.dtype,
     device: torch.device,
     key_padding: torch.Tensor | None,
+    key_length: int | None = None,
 ) -> torch.Tensor:
-    """Additive (batch or 1, 1, queries, past + queries) mask: query i (at position past + i) sees keys ≤ past + i."""
-    key_positions = torch.arange(past_length + query_length, device=device)
-    query_positions = torch.arange(past_length, past_length + query_length, device=device)
+    """Additive (batch or 1, 1, queries, keys) mask: query i (at position past + i) sees keys ≤ past + i.
+
+    `key_length` defaults to past + queries (a dynamic cache); a static cache passes its allocated length, and
+    `past_length` may then be a 0-d tensor. `key_padding` (batch, 1, 1, ≤ keys) covers the first keys."""
+    if key_length is None:
+        key_length = past_length + query_length
+    key_positions = torch.arange(key_length, device=device)
+    query_positions = torch.arange(query_length, device=device) + past_length
     blocked = key_positions[None, :] > query_positions[:, None]
     mask = torch.zeros(blocked.shape, dtype=dtype, device=device).masked_fill(blocked, torch.finfo(dtype).min)
     mask = mask[None, None]
     if key_padding is not None:
-        mask = (mask + key_padding).clamp(min=torch.finfo(dtype).min)
+        missing = key_length - key_padding.shape[-1]
+        if missing > 0:  # keys beyond the given mask are future positions, blocked above
+            key_padding = nn.functional.pad(key_padding, (0, missing))
+        mask = (mask + key_padding[..., :key_length]).clamp(min=torch.finfo(dtype).min)
     return mask
 
 
@@ -553,23 +573,29 @@ class DeepNMTDecoder(_Stack):
     ) -> dict[str, Any]:
         if encoder_hidden_states is None:
             raise ValueError("the decoder needs encoder_hidden_states (run the encoder first)")
-        if use_cache and past_key_values is None:
-            past_key_values = EncoderDecoderCache(DynamicCache(), DynamicCache())
-        if not use_cache:
+        # as in Marian: a given cache is used unless use_cache=False; unset use_cache follows the config
+        if use_cache is False:
             past_key_values = None
-        if past_key_values is not None:
+        elif past_key_values is None and (use_cache or (use_cache is None and self.config.use_cache)):
+            past_key_values = EncoderDecoderCache(DynamicCache(), DynamicCache())
+        static = is_static(past_key_values)
+        if past_key_values is not None and not static:
             ensure_cache_slots(past_key_values, len(self.schedule))
         past_length = past_key_values.get_seq_length() if past_key_values is not None else 0
         hidden_states = self.embed(input_ids, inputs_embeds, offset=past_length)
         dtype = hidden_states.dtype
         self_mask = None
         if self.config.decoder_attention == "self":
+            key_length = None
+            if static:  # attention runs over the whole pre-allocated cache; unfilled slots are future positions
+                key_length = past_key_values.self_attention_cache.layers[0].max_cache_len
             self_mask = causal_mask(
                 hidden_states.shape[1],
                 past_length,
                 dtype,
                 hidden_states.device,
                 padding_mask(attention_mask, dtype),
+                key_length,
             )
         cross_mask = padding_mask(encoder_attention_mask, dtype)
         all_hidden = [hidden_states] if output_hidden_states else None
@@ -747,16 +773,14 @@ class DeepNMTSeq2SeqLMOutput(Seq2SeqLMOutput):
 
 
 def default_generation_config(config: DeepNMTConfig) -> GenerationConfig:
-    """Generation defaults saved as generation_config.json: beam 4, start from pad, stop at eos, never emit pad."""
+    """The generation config of a freshly built model: only the special tokens (start from pad, stop at eos), so
+    that it generates as every Transformers model does — greedy, Transformers' length defaults. A trained model
+    saves its beam search instead: `generation_settings.translation_generation_config`."""
     return GenerationConfig(
-        num_beams=4,
-        max_length=min(256, config.max_position_embeddings),
         decoder_start_token_id=config.decoder_start_token_id,
         pad_token_id=config.pad_token_id,
         eos_token_id=config.eos_token_id,
-        forced_eos_token_id=config.eos_token_id,
         bos_token_id=config.bos_token_id,
-        bad_words_ids=[[config.pad_token_id]],  # never emit pad (the decoder start), as Marian checkpoints do
     )
 
 
@@ -906,7 +930,7 @@ class AdminModel(DeepNMTModel):
     config_class = AdminConfig
 
 
-class AdminForConditionalGeneration(DeepNMTForConditionalGeneration):
+class AdminForConditionalGeneration(DeepNMTForConditionalGeneration, GenerationMixin):
     """ADMIN model (post-LN, profiled ω): the core with `AdminConfig` defaults."""
 
     config_class = AdminConfig
@@ -916,7 +940,7 @@ class DeepNormModel(DeepNMTModel):
     config_class = DeepNormConfig
 
 
-class DeepNormForConditionalGeneration(DeepNMTForConditionalGeneration):
+class DeepNormForConditionalGeneration(DeepNMTForConditionalGeneration, GenerationMixin):
     """DeepNorm model (post-LN, constant α, β-scaled init): the core with `DeepNormConfig` defaults."""
 
     config_class = DeepNormConfig
@@ -926,7 +950,7 @@ class DSInitMAttModel(DeepNMTModel):
     config_class = DSInitMAttConfig
 
 
-class DSInitMAttForConditionalGeneration(DeepNMTForConditionalGeneration):
+class DSInitMAttForConditionalGeneration(DeepNMTForConditionalGeneration, GenerationMixin):
     """DS-Init + merged-attention model: the core with `DSInitMAttConfig` defaults."""
 
     config_class = DSInitMAttConfig
@@ -936,7 +960,7 @@ class DLCLModel(DeepNMTModel):
     config_class = DLCLConfig
 
 
-class DLCLForConditionalGeneration(DeepNMTForConditionalGeneration):
+class DLCLForConditionalGeneration(DeepNMTForConditionalGeneration, GenerationMixin):
     """Pre-norm + DLCL model: the core with `DLCLConfig` defaults."""
 
     config_class = DLCLConfig
@@ -946,7 +970,7 @@ class SharedLayersModel(DeepNMTModel):
     config_class = SharedLayersConfig
 
 
-class SharedLayersForConditionalGeneration(DeepNMTForConditionalGeneration):
+class SharedLayersForConditionalGeneration(DeepNMTForConditionalGeneration, GenerationMixin):
     """Recurrent shared-layer model: the core with `SharedLayersConfig` defaults."""
 
     config_class = SharedLayersConfig
@@ -956,7 +980,7 @@ class DeepDecoderModel(DeepNMTModel):
     config_class = DeepDecoderConfig
 
 
-class DeepDecoderForConditionalGeneration(DeepNMTForConditionalGeneration):
+class DeepDecoderForConditionalGeneration(DeepNMTForConditionalGeneration, GenerationMixin):
     """Deep-decoder model with cross-attention drop and collapse-reducing losses (`DeepDecoderConfig` defaults)."""
 
     config_class = DeepDecoderConfig

@@ -10,33 +10,36 @@ from transformers import AutoModelForSeq2SeqLM
 
 from deep_nmt_hf import DSInitMAttConfig, DSInitMAttForConditionalGeneration
 from deep_nmt_hf.folding import NotFoldableError, fold_to_stock
-from deep_nmt_hf.merged_attention import MergedAttention, RunningAverageLayer, cumulative_average
+from deep_nmt_hf.caches import RunningAverageLayer
+from deep_nmt_hf.merged_attention import MergedAttention, cumulative_average
 from deep_nmt_hf.residual import AdminOmega
 
 
 def test_cumulative_average_equals_explicit_mean_with_padding() -> None:
     values = torch.randn(2, 5, 3)
     padding = torch.tensor([[1, 1, 1, 1, 1], [0, 0, 1, 1, 1]])  # row 1 is left-padded
-    averages, total, count = cumulative_average(values, padding)
+    averages, sums, counts = cumulative_average(values, padding)
     for row in range(2):
         for t in range(5):
             real = [k for k in range(t + 1) if padding[row, k]]
             expected = values[row, real].mean(0) if real else torch.zeros(3)
             torch.testing.assert_close(averages[row, t], expected)
-    torch.testing.assert_close(total[1], values[1, 2:].sum(0))
-    assert count.tolist() == [[5.0], [3.0]]
+    torch.testing.assert_close(sums[1, -1], values[1, 2:].sum(0))
+    assert counts[:, :, 0].tolist() == [[1.0, 2.0, 3.0, 4.0, 5.0], [0.0, 0.0, 1.0, 2.0, 3.0]]
 
 
-def test_step_by_step_average_with_a_running_sum_equals_the_full_pass() -> None:
+def test_step_by_step_average_with_prefix_sums_equals_the_full_pass_and_crops_exactly() -> None:
     values = torch.randn(3, 6, 4)
     full, _, _ = cumulative_average(values, None)
     slot = RunningAverageLayer()
     for t in range(6):
-        past = (slot.keys, slot.values) if slot.is_initialized else None
-        step, total, count = cumulative_average(values[:, t : t + 1], None, past)
-        slot.add(total, count, 1)
+        step, sums, counts = cumulative_average(values[:, t : t + 1], None, slot.previous())
+        slot.update(sums.unsqueeze(1), counts.unsqueeze(1))
         torch.testing.assert_close(step[:, 0], full[:, t])
-    assert slot.get_seq_length() == 6 and slot.keys.shape == (3, 4)  # O(1) state: one sum per sentence
+    assert slot.get_seq_length() == 6 and slot.keys.shape == (3, 1, 6, 4) and slot.values.shape == (3, 1, 6, 1)
+    slot.crop(-2)  # drop two positions (rejected draft tokens): the average continues from position 4
+    step, _, _ = cumulative_average(values[:, 4:5], None, slot.previous())
+    torch.testing.assert_close(step[:, 0], full[:, 4])
 
 
 def test_matt_sublayer_is_saan_plus_cross_attention_with_shared_projections() -> None:
@@ -82,7 +85,8 @@ def test_incremental_logits_equal_the_full_pass_and_the_cache_holds_running_sums
     torch.testing.assert_close(steps, full, atol=1e-5, rtol=1e-5)
     slots = cache.self_attention_cache.layers
     assert len(slots) == 3 and all(isinstance(s, RunningAverageLayer) for s in slots)
-    assert all(s.keys.shape == (2, 32) for s in slots) and cache.get_seq_length() == target.shape[1]
+    assert all(s.keys.shape == (2, 1, target.shape[1], 32) for s in slots)
+    assert cache.get_seq_length() == target.shape[1]
 
 
 def test_combines_with_admin_and_does_not_fold() -> None:

@@ -1,0 +1,119 @@
+"""The generation cache of deep_nmt_hf decoders: what each slot holds, for every variant.
+
+`past_key_values` is a Transformers `EncoderDecoderCache(self_attention_cache, cross_attention_cache)` with one slot
+per decoder layer *application* in each half (`config.decoder_depth`, which is also what `config.num_hidden_layers`
+reports, so `DynamicCache(config=...)` / `StaticCache(config=...)` built by `generate` have exactly those slots):
+
+- causal self-attention (all variants but MAtt): a `DynamicLayer` / `StaticLayer` with keys and values of shape
+  (batch, decoder_attention_heads, decoded_length, head_dim), as Transformers documents;
+- cross-attention: keys and values (batch, decoder_attention_heads, source_length, head_dim), written once;
+- a CAD layer that owns no cross-attention (`cross_attention_drop_rate=1`): the same slot holds keys and values of
+  shape (batch, heads, 0, head_dim) — there are no keys to attend to, but the slot is initialised (never `None`);
+  a static cross cache holds its pre-allocated zeros there, never read;
+- shared layers: one slot per application, so a unique layer applied three times owns three slots;
+- MAtt (`decoder_attention="merged"`): its average attention keeps no keys and values but prefix sums, in a
+  `RunningAverageLayer` (below) of the self-attention half. Each position's entry is the running sum up to it, so
+  beam reordering, `crop` (assisted decoding), `batch_select_indices` and `batch_repeat_interleave` are the plain
+  `DynamicLayer` operations on the position and batch axes, and a step still costs O(1) work in the prefix length.
+
+A static cache (`cache_implementation="static"`, needed for `torch.compile`d generation) works for every variant
+whose state is keys and values; MAtt raises `StaticCacheNotSupported` naming the variant (its prefix-sum slot has no
+fixed-size form in Transformers' StaticLayer, whose fill level is shared with the other slots).
+"""
+
+from __future__ import annotations
+
+import torch
+from transformers.cache_utils import Cache, DynamicLayer, EncoderDecoderCache, StaticLayer
+
+
+class StaticCacheNotSupported(ValueError):
+    """A variant whose decoder state is not keys and values was given a static (compile-ready) cache."""
+
+
+class RunningAverageLayer(DynamicLayer):
+    """Cache slot of one MAtt layer application (merged_attention.py, dsinit-merged-attention eq. 16).
+
+    `keys`: (batch, 1, t, d_model), entry i = Σ_{j ≤ i} m_j · (S W_v)_j, the masked prefix sum of the value
+    projections; `values`: (batch, 1, t, 1), entry i = Σ_{j ≤ i} m_j, the number of real (non-padding) positions.
+    The average at the next position needs only the last entry of each, so decoding reads O(1) per step; keeping
+    every prefix lets `crop` drop rejected draft tokens exactly (assisted decoding) — a single running sum could not.
+    """
+
+    def previous(self) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """(sum, count) over the cached prefix, shapes (batch, d_model) and (batch, 1); None when empty."""
+        if self.get_seq_length() == 0:
+            return None
+        return self.keys[:, 0, -1], self.values[:, 0, -1]
+
+
+def self_attention_half(past_key_values: Cache) -> Cache:
+    return (
+        past_key_values.self_attention_cache
+        if isinstance(past_key_values, EncoderDecoderCache)
+        else past_key_values
+    )
+
+
+def is_static(past_key_values: Cache | None) -> bool:
+    """Whether the decoder's self-attention half pre-allocates its slots (StaticCache)."""
+    if past_key_values is None:
+        return False
+    return any(isinstance(layer, StaticLayer) for layer in self_attention_half(past_key_values).layers)
+
+
+def running_average_slot(past_key_values: Cache, index: int) -> RunningAverageLayer:
+    """The RunningAverageLayer for layer application `index`, replacing the empty generic slot on first use."""
+    cache = self_attention_half(past_key_values)
+    while len(cache.layers) <= index:
+        cache.layers.append(RunningAverageLayer())
+    slot = cache.layers[index]
+    if isinstance(slot, RunningAverageLayer):
+        return slot
+    if isinstance(slot, StaticLayer):
+        raise StaticCacheNotSupported(
+            "decoder_attention='merged' (MAtt, the DSInitMAtt variant) keeps prefix sums, not keys and values, and "
+            "cannot use a static cache or torch.compile'd generation; use the default dynamic cache"
+        )
+    if slot.get_seq_length() > 0:
+        raise ValueError(f"cache slot {index} already holds self-attention keys; MAtt needs a fresh cache")
+    replacement = RunningAverageLayer()
+    if getattr(slot, "record_past", False):  # an assistant's cache (assisted decoding) records for rollback
+        replacement.record_past = True
+    cache.layers[index] = replacement
+    return replacement
+
+
+def ensure_cache_slots(past_key_values: Cache, count: int) -> None:
+    """Give each half of the cache at least `count` slots (one per layer application). `generate` already builds
+    that many from `config.num_hidden_layers`; a cache made by hand may start empty."""
+    caches = [past_key_values]
+    if isinstance(past_key_values, EncoderDecoderCache):
+        caches = [past_key_values.self_attention_cache, past_key_values.cross_attention_cache]
+    for cache in caches:
+        while len(cache.layers) < count:
+            cache.layers.append(DynamicLayer())
+
+
+def mark_cross_slot_without_attention(
+    past_key_values: Cache | None, index: int, like: torch.Tensor, heads: int
+) -> None:
+    """Initialise the cross-attention slot of a layer application that owns no cross-attention (CAD with
+    `cross_attention_drop_rate=1`) with keys and values of shape (batch, heads, 0, head_dim), once."""
+    if not isinstance(past_key_values, EncoderDecoderCache) or past_key_values.is_updated.get(index):
+        return
+    head_dim = like.shape[-1] // heads
+    empty = like.new_zeros(like.shape[0], heads, 0, head_dim)
+    past_key_values.cross_attention_cache.update(empty, empty, index)
+    past_key_values.is_updated[index] = True
+
+
+__all__ = [
+    "RunningAverageLayer",
+    "StaticCacheNotSupported",
+    "ensure_cache_slots",
+    "is_static",
+    "mark_cross_slot_without_attention",
+    "running_average_slot",
+    "self_attention_half",
+]
