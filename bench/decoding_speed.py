@@ -85,6 +85,7 @@ def build_models(args: argparse.Namespace, tokenizer: Any) -> dict[str, Any]:
     import torch
 
     from deep_nmt_hf import DeepNMTConfig, DeepNMTForConditionalGeneration
+    from deep_nmt_hf.generation_settings import translation_generation_config
 
     models = {}
     for side in SIDES:
@@ -105,6 +106,7 @@ def build_models(args: argparse.Namespace, tokenizer: Any) -> dict[str, Any]:
         )
         torch.manual_seed(0)
         models[side] = DeepNMTForConditionalGeneration(config).eval()
+        models[side].generation_config = translation_generation_config(config)  # as trained models save it
     return models
 
 

@@ -89,7 +89,7 @@ def build_model(name: str, tokenizer, d_model: int, max_length: int):
 
     from deep_nmt_hf import VARIANTS
     from deep_nmt_hf.folding import stock_config
-    from deep_nmt_hf.modeling_deep_nmt import default_generation_config
+    from deep_nmt_hf.generation_settings import translation_generation_config
     from deep_nmt_hf.training import build_config, resolve_variant
 
     variant, fields, _ = MODELS[name]
@@ -98,11 +98,13 @@ def build_model(name: str, tokenizer, d_model: int, max_length: int):
     if variant == "marian":
         ours = build_config(tokenizer, VARIANTS["base"], **lengths, **fields)
         model = MarianMTModel(stock_config(ours))
-        model.generation_config = default_generation_config(ours)
+        model.generation_config = translation_generation_config(ours)
         return model
     config_class, lm_class = resolve_variant(variant)
     config = build_config(tokenizer, config_class, **lengths, **fields)
-    return lm_class(config)
+    model = lm_class(config)
+    model.generation_config = translation_generation_config(config)  # as trained models save it
+    return model
 
 
 def run_one(args: argparse.Namespace) -> dict[str, Any]:

@@ -93,7 +93,7 @@ def build(name: str, tokenizer, shape: dict[str, Any]):
 
     from deep_nmt_hf import VARIANTS
     from deep_nmt_hf.folding import stock_config
-    from deep_nmt_hf.modeling_deep_nmt import default_generation_config
+    from deep_nmt_hf.generation_settings import translation_generation_config
     from deep_nmt_hf.training import build_config, resolve_variant
 
     variant, extra = MODELS[name]
@@ -103,10 +103,11 @@ def build(name: str, tokenizer, shape: dict[str, Any]):
     if variant == "marian":
         ours = build_config(tokenizer, VARIANTS["base"], **fields)
         model = MarianMTModel(stock_config(ours))
-        model.generation_config = default_generation_config(ours)
+        model.generation_config = translation_generation_config(ours)
     else:
         config_class, lm_class = resolve_variant(variant)
         model = lm_class(build_config(tokenizer, config_class, **fields))
+        model.generation_config = translation_generation_config(model.config)  # as trained models save it
     if getattr(model.config, "residual_scaling", None) == "admin":
         model.config.admin_profiled = True  # ω at its initial value: profiling does not change the step cost
     return model

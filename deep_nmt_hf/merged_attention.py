@@ -13,7 +13,8 @@ bias counted once), no gates and no FFN inside the average attention. Padding po
 excluded from the average (`decoder_attention_mask`).
 
 Incremental decoding keeps, per layer application, the prefix sums of S W_v and the prefix counts of real positions
-in a `caches.RunningAverageLayer` slot: each step reads only the last entry (O(1) work in the target length), and
+in a `caches.RunningAverageLayer` slot: each step reads only the last entry (O(1) arithmetic in the target
+length; the slot grows by one entry per position, like a key cache), and
 beam reordering, `crop` (assisted decoding) and batch selection are the plain cache-layer operations. The number
 of cached positions is the slot's sequence length, so the position offset and `generate`'s bookkeeping stay right.
 
@@ -66,7 +67,10 @@ def average_attention_weights(
 class MergedAttention(nn.Module):
     """MAtt(S) = W_o(M_a(S W_v) + context(S, H)), sharing every projection with the cross-attention.
 
-    Returns `(output, (average_weights, cross_weights))`; both weights are None unless `output_attentions`."""
+    Returns `(output, (average_weights, cross_weights))`; both weights are None unless `output_attentions`.
+    The average weights depend on the target padding only, not on the input values: without a cached prefix they
+    are returned as a leaf tensor (requiring grad when the input does) and applied as a matrix product, so that
+    `retain_grad()` / `.grad` work on them; with a cached prefix they describe the running-sum step."""
 
     def __init__(self, cross_attention: nn.Module) -> None:
         super().__init__()
@@ -95,5 +99,11 @@ class MergedAttention(nn.Module):
         )
         average_weights = None
         if output_attentions:
-            average_weights = average_attention_weights(counts, target_padding, past_length, attention.num_heads)
+            average_weights = average_attention_weights(
+                counts, target_padding, past_length, attention.num_heads
+            )
+            if past is None:  # no cached prefix: apply the returned weights, so that gradients reach them
+                if torch.is_grad_enabled() and values.requires_grad:
+                    average_weights = average_weights.detach().requires_grad_()
+                averages = torch.matmul(average_weights[:, 0], values)
         return attention.out_proj(averages + context), (average_weights, cross_weights)

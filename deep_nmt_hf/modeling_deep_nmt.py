@@ -30,7 +30,12 @@ from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.modeling_outputs import BaseModelOutput, Seq2SeqLMOutput, Seq2SeqModelOutput
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
-from .caches import ensure_cache_slots, is_static, mark_cross_slot_without_attention
+from .caches import (
+    StaticCacheNotSupported,
+    ensure_cache_slots,
+    is_static,
+    mark_cross_slot_without_attention,
+)
 from .collapse_losses import (
     ald_contrastive_loss,
     mask_source_tokens,
@@ -579,15 +584,35 @@ class DeepNMTDecoder(_Stack):
         elif past_key_values is None and (use_cache or (use_cache is None and self.config.use_cache)):
             past_key_values = EncoderDecoderCache(DynamicCache(), DynamicCache())
         static = is_static(past_key_values)
+        if static and self.config.decoder_attention == "merged":
+            raise StaticCacheNotSupported(
+                f"{type(self.config).__name__} with decoder_attention='merged' (MAtt, the DSInitMAtt variant) keeps "
+                "prefix sums of its average attention, not keys and values, so it cannot use a static cache or "
+                "torch.compile'd generation; use the default dynamic cache"
+            )
         if past_key_values is not None and not static:
             ensure_cache_slots(past_key_values, len(self.schedule))
         past_length = past_key_values.get_seq_length() if past_key_values is not None else 0
         hidden_states = self.embed(input_ids, inputs_embeds, offset=past_length)
         dtype = hidden_states.dtype
         self_mask = None
-        if self.config.decoder_attention == "self":
+        prepared = attention_mask is not None and attention_mask.dim() == 4
+        if self.config.decoder_attention == "self" and prepared:
+            # a ready (batch, 1, queries, keys) mask, as `generate` builds for a static cache: bool (True = attend)
+            # or additive
+            self_mask = (
+                torch.zeros(attention_mask.shape, dtype=dtype, device=attention_mask.device).masked_fill(
+                    ~attention_mask, torch.finfo(dtype).min
+                )
+                if attention_mask.dtype == torch.bool
+                else attention_mask.to(dtype)
+            )
+            attention_mask = None
+        elif self.config.decoder_attention == "self":
             key_length = None
-            if static:  # attention runs over the whole pre-allocated cache; unfilled slots are future positions
+            if (
+                static
+            ):  # attention runs over the whole pre-allocated cache; unfilled slots are future positions
                 key_length = past_key_values.self_attention_cache.layers[0].max_cache_len
             self_mask = causal_mask(
                 hidden_states.shape[1],
@@ -596,6 +621,11 @@ class DeepNMTDecoder(_Stack):
                 hidden_states.device,
                 padding_mask(attention_mask, dtype),
                 key_length,
+            )
+        elif prepared:
+            raise ValueError(
+                "decoder_attention='merged' (MAtt) needs a (batch, length) decoder_attention_mask marking target "
+                f"padding, got shape {tuple(attention_mask.shape)}"
             )
         cross_mask = padding_mask(encoder_attention_mask, dtype)
         all_hidden = [hidden_states] if output_hidden_states else None

@@ -9,8 +9,8 @@ from fresh_process import generate_with_remote_code
 from transformers import AutoModelForSeq2SeqLM
 
 from deep_nmt_hf import DSInitMAttConfig, DSInitMAttForConditionalGeneration
-from deep_nmt_hf.folding import NotFoldableError, fold_to_stock
 from deep_nmt_hf.caches import RunningAverageLayer
+from deep_nmt_hf.folding import NotFoldableError, fold_to_stock
 from deep_nmt_hf.merged_attention import MergedAttention, cumulative_average
 from deep_nmt_hf.residual import AdminOmega
 
@@ -36,7 +36,9 @@ def test_step_by_step_average_with_prefix_sums_equals_the_full_pass_and_crops_ex
         step, sums, counts = cumulative_average(values[:, t : t + 1], None, slot.previous())
         slot.update(sums.unsqueeze(1), counts.unsqueeze(1))
         torch.testing.assert_close(step[:, 0], full[:, t])
-    assert slot.get_seq_length() == 6 and slot.keys.shape == (3, 1, 6, 4) and slot.values.shape == (3, 1, 6, 1)
+    assert (
+        slot.get_seq_length() == 6 and slot.keys.shape == (3, 1, 6, 4) and slot.values.shape == (3, 1, 6, 1)
+    )
     slot.crop(-2)  # drop two positions (rejected draft tokens): the average continues from position 4
     step, _, _ = cumulative_average(values[:, 4:5], None, slot.previous())
     torch.testing.assert_close(step[:, 0], full[:, 4])

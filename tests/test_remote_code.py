@@ -9,6 +9,8 @@ import torch
 from factories import PAD, padded_batch, tiny_model
 from fresh_process import run_without_package
 
+from deep_nmt_hf.generation_settings import translation_generation_config
+
 LOAD_AND_RUN = """
 import json, torch
 from transformers import AutoConfig, AutoModelForSeq2SeqLM
@@ -54,6 +56,10 @@ def test_save_load_round_trip_is_exact(tmp_path) -> None:
     from transformers import AutoModelForSeq2SeqLM
 
     model = tiny_model(seed=8, layer_norm_position="pre", tie_word_embeddings=False)
+    assert (
+        model.generation_config.num_beams == 1
+    )  # a fresh model generates greedily, as Transformers models do
+    model.generation_config = translation_generation_config(model.config, num_beams=4, length_penalty=0.6)
     model.save_pretrained(tmp_path)
     assert (tmp_path / "model.safetensors").exists() and (tmp_path / "generation_config.json").exists()
     loaded = AutoModelForSeq2SeqLM.from_pretrained(tmp_path).eval()
@@ -64,5 +70,6 @@ def test_save_load_round_trip_is_exact(tmp_path) -> None:
         assert torch.equal(original[key], reloaded[key]), key
     positions = loaded.model.encoder.embed_positions.weight
     assert torch.equal(positions, model.model.encoder.embed_positions.weight)  # recomputed, not saved
-    assert loaded.generation_config.num_beams == 4
+    assert loaded.generation_config.num_beams == 4 and loaded.generation_config.length_penalty == 0.6
+    assert loaded.generation_config.forced_eos_token_id == model.config.eos_token_id
     assert loaded.generation_config.decoder_start_token_id == model.config.pad_token_id

@@ -29,7 +29,7 @@ from transformers.trainer_utils import get_last_checkpoint
 from ..admin import AdminProfilingCallback
 from ..configuration_deep_nmt import DeepNMTConfig
 from ..data import ReadReport
-from ..modeling_deep_nmt import default_generation_config
+from ..generation_settings import translation_generation_config
 from ..sharding import shard_model, shard_summary
 from ..tokenization import train_tokenizer
 from .divergence import DivergenceCallback, TrainingDivergedError
@@ -214,8 +214,7 @@ def _train_in(
         config.admin_profiled = bool(saved.get("admin_profiled", config.admin_profiled))
     set_seed(options.seed)
     model = model_class(config)
-    model.generation_config = default_generation_config(config)
-    model.generation_config.num_beams = options.num_beams
+    model.generation_config = translation_generation_config(config, num_beams=options.num_beams)
     if options.fsdp:
         model = shard_model(model)  # every rank keeps its Shard(0) slice of every parameter
 
