@@ -56,9 +56,7 @@ def test_save_load_round_trip_is_exact(tmp_path) -> None:
     from transformers import AutoModelForSeq2SeqLM
 
     model = tiny_model(seed=8, layer_norm_position="pre", tie_word_embeddings=False)
-    assert (
-        model.generation_config.num_beams == 1
-    )  # a fresh model generates greedily, as Transformers models do
+    assert model.generation_config.num_beams in (None, 1)  # fresh: greedy, as Transformers models are
     model.generation_config = translation_generation_config(model.config, num_beams=4, length_penalty=0.6)
     model.save_pretrained(tmp_path)
     assert (tmp_path / "model.safetensors").exists() and (tmp_path / "generation_config.json").exists()
