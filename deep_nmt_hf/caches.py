@@ -8,8 +8,9 @@ reports, so `DynamicCache(config=...)` / `StaticCache(config=...)` built by `gen
   (batch, decoder_attention_heads, decoded_length, head_dim), as Transformers documents;
 - cross-attention: keys and values (batch, decoder_attention_heads, source_length, head_dim), written once;
 - a CAD layer that owns no cross-attention (`cross_attention_drop_rate=1`): the same slot holds keys and values of
-  shape (batch, heads, 0, head_dim) — there are no keys to attend to, but the slot is initialised (never `None`);
-  a static cross cache holds its pre-allocated zeros there, never read;
+  shape (batch, heads, 0, head_dim) in a `NoCrossAttentionLayer` — there are no keys to attend to, but the slot is
+  initialised (never `None`) and follows beam reordering and batch selection; a static cross cache holds its
+  pre-allocated zeros there, never read;
 - shared layers: one slot per application, so a unique layer applied three times owns three slots;
 - MAtt (`decoder_attention="merged"`): its average attention keeps no keys and values but prefix sums, in a
   `RunningAverageLayer` (below) of the self-attention half. Each position's entry is the running sum up to it, so
@@ -45,6 +46,26 @@ class RunningAverageLayer(DynamicLayer):
         if self.get_seq_length() == 0:
             return None
         return self.keys[:, 0, -1], self.values[:, 0, -1]
+
+
+class NoCrossAttentionLayer(DynamicLayer):
+    """Cross-attention slot of a decoder layer that owns no cross-attention (CAD, `cross_attention_drop_rate=1`):
+    keys and values of shape (batch, heads, 0, head_dim). Unlike a plain DynamicLayer, which skips empty slots,
+    beam reordering and batch selection / repetition keep its batch axis in step with the other slots."""
+
+    def reorder_cache(self, beam_idx: torch.LongTensor) -> None:
+        if self.is_initialized:
+            self.keys = self.keys.index_select(0, beam_idx.to(self.keys.device))
+            self.values = self.values.index_select(0, beam_idx.to(self.values.device))
+
+    def batch_repeat_interleave(self, repeats: int) -> None:
+        if self.is_initialized:
+            self.keys = self.keys.repeat_interleave(repeats, dim=0)
+            self.values = self.values.repeat_interleave(repeats, dim=0)
+
+    def batch_select_indices(self, indices: torch.Tensor) -> None:
+        if self.is_initialized:
+            self.keys, self.values = self.keys[indices, ...], self.values[indices, ...]
 
 
 def self_attention_half(past_key_values: Cache) -> Cache:
@@ -104,11 +125,17 @@ def mark_cross_slot_without_attention(
         return
     head_dim = like.shape[-1] // heads
     empty = like.new_zeros(like.shape[0], heads, 0, head_dim)
-    past_key_values.cross_attention_cache.update(empty, empty, index)
+    cross = past_key_values.cross_attention_cache
+    while len(cross.layers) <= index:
+        cross.layers.append(DynamicLayer())
+    if type(cross.layers[index]) is DynamicLayer and not cross.layers[index].is_initialized:
+        cross.layers[index] = NoCrossAttentionLayer()
+    cross.update(empty, empty, index)
     past_key_values.is_updated[index] = True
 
 
 __all__ = [
+    "NoCrossAttentionLayer",
     "RunningAverageLayer",
     "StaticCacheNotSupported",
     "ensure_cache_slots",

@@ -171,6 +171,7 @@ def test_cache_slots_shapes_reorder_crop_and_batch_select(variant: str) -> None:
     cache = run(target[:, :4], EncoderDecoderCache(DynamicCache(), DynamicCache())).past_key_values
     keep = torch.tensor([0, 2])
     cache.batch_select_indices(keep)
+    assert all(slot.keys.shape[0] == 2 for slot in cache.cross_attention_cache.layers)  # empty slots too
     selected = run(target[keep, 4:], cache, mask[keep], type(encoder_outputs)(encoder_outputs[0][keep]))
     torch.testing.assert_close(selected.logits, full[keep, 4:], atol=1e-5, rtol=1e-5)
 
