@@ -557,7 +557,15 @@ class DeepNMTEncoder(_Stack):
 
 
 class DeepNMTDecoder(_Stack):
-    """The decoder stack; with a cache it runs incrementally (one cache entry per layer application)."""
+    """The decoder stack; with a cache it runs incrementally (one cache entry per layer application).
+
+    A given `past_key_values` is used unless `use_cache=False` (unset `use_cache` follows `config.use_cache`, as in
+    Marian). The cache layout per variant is documented in caches.py; a static cache works for every variant but
+    MAtt, which raises `StaticCacheNotSupported`. With `output_attentions` / `output_hidden_states` it returns one
+    tensor per layer application (`config.decoder_depth` = `config.num_hidden_layers`, plus the embeddings for the
+    hidden states): self-attention (batch, heads, queries, keys) — for MAtt the average-attention weights, 1/t over
+    the real positions ≤ t —, cross-attention (batch, heads, queries, source), zeros for a layer whose
+    cross-attention is absent or dropped in this pass."""
 
     def __init__(self, config: DeepNMTConfig, shared: nn.Embedding) -> None:
         super().__init__(config, shared, "decoder")
@@ -981,7 +989,11 @@ class DSInitMAttModel(DeepNMTModel):
 
 
 class DSInitMAttForConditionalGeneration(DeepNMTForConditionalGeneration, GenerationMixin):
-    """DS-Init + merged-attention model: the core with `DSInitMAttConfig` defaults."""
+    """DS-Init + merged-attention model: the core with `DSInitMAttConfig` defaults.
+
+    Its decoder state is the prefix sums of the average attention (caches.RunningAverageLayer), not keys and
+    values: dynamic-cache generation, beam search and assisted decoding work; a static cache / torch.compile'd
+    generation raises `StaticCacheNotSupported`."""
 
     config_class = DSInitMAttConfig
 
