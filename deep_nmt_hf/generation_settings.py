@@ -6,7 +6,8 @@ the search it was evaluated with, as opus-mt checkpoints do: beam search, a leng
 forced end-of-sentence at that limit and a ban on emitting the pad token (which is also the decoder start token).
 Training and the benches call `translation_generation_config`; a recipe passes its own beam / length-penalty values.
 
-This module ships with saved checkpoints (it is imported by nothing there, but keeps to transformers-only imports).
+Saved checkpoints do not need this module (their generation_config.json holds the values); it imports only
+transformers, so the Hub-shipped modelling code could use it too.
 """
 
 from __future__ import annotations
@@ -31,6 +32,9 @@ def translation_generation_config(
 
     `overrides` are further `GenerationConfig` fields (e.g. `no_repeat_ngram_size=3`). Invalid values raise the
     `ValueError` that `GenerationConfig.validate` raises, naming the field.
+
+    As with opus-mt checkpoints, a saved `max_length` makes Transformers warn when a caller also passes
+    `max_new_tokens` (the call's value wins); pass `max_length=` in the call to bound the output silently.
     """
     if isinstance(num_beams, bool) or not isinstance(num_beams, int) or num_beams < 1:
         raise ValueError(f"num_beams={num_beams!r} must be a positive integer")
