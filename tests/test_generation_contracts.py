@@ -285,13 +285,28 @@ def test_generation_continues_from_returned_past_key_values(variant: str) -> Non
     model = build(variant, seed=6)
     ids, mask = padded_batch([6, 4], seed=6)
     kwargs = dict(input_ids=ids, attention_mask=mask, do_sample=False, **NO_EOS)
-    whole = model.generate(**kwargs, max_new_tokens=6)
+    whole = model.generate(**kwargs, max_new_tokens=6, return_dict_in_generate=True)
     first = model.generate(**kwargs, max_new_tokens=3, return_dict_in_generate=True)
     assert first.past_key_values.get_seq_length() == 3  # start token + 2 generated; the last is not yet in
     rest = model.generate(
-        **kwargs, decoder_input_ids=first.sequences, past_key_values=first.past_key_values, max_new_tokens=3
+        **kwargs,
+        decoder_input_ids=first.sequences,
+        decoder_attention_mask=torch.ones_like(
+            first.sequences
+        ),  # full-length mask: feed only the uncached tail
+        past_key_values=first.past_key_values,
+        max_new_tokens=3,
+        return_dict_in_generate=True,
     )
-    assert torch.equal(rest, whole)
+    assert torch.equal(rest.sequences, whole.sequences)
+    for half in ("self_attention_cache", "cross_attention_cache"):  # the continued cache is the one-run cache
+        for a, b in zip(
+            getattr(rest.past_key_values, half).layers,
+            getattr(whole.past_key_values, half).layers,
+            strict=True,
+        ):
+            torch.testing.assert_close(a.keys, b.keys, atol=1e-5, rtol=1e-5)
+            torch.testing.assert_close(a.values, b.values, atol=1e-5, rtol=1e-5)
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
