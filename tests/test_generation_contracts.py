@@ -176,6 +176,14 @@ def test_cache_slots_shapes_reorder_crop_and_batch_select(variant: str) -> None:
     torch.testing.assert_close(selected.logits, full[keep, 4:], atol=1e-5, rtol=1e-5)
 
 
+def test_num_hidden_layers_counts_layer_applications_and_is_read_only() -> None:
+    config = build("shared_layers").config
+    assert config.get_text_config(decoder=True).num_hidden_layers == config.decoder_depth == 4
+    assert config.decoder_layers == 2
+    with pytest.raises(AttributeError, match="set decoder_layers"):
+        config.num_hidden_layers = 3
+
+
 # ------------------------------------------------------------------------------------------------ output contracts
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_attentions_and_hidden_states_are_tensors_per_layer_application_with_gradients(variant: str) -> None:
