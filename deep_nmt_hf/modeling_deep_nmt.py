@@ -618,9 +618,8 @@ class DeepNMTDecoder(_Stack):
             attention_mask = None
         elif self.config.decoder_attention == "self":
             key_length = None
-            if (
-                static
-            ):  # attention runs over the whole pre-allocated cache; unfilled slots are future positions
+            if static:
+                # attention runs over the whole pre-allocated cache; unfilled slots are future positions
                 key_length = past_key_values.self_attention_cache.layers[0].max_cache_len
             self_mask = causal_mask(
                 hidden_states.shape[1],
