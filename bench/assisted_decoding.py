@@ -18,7 +18,7 @@ Timing: one thread, batch 1 (Transformers' assisted decoding takes one sentence 
 each side's time is the median over `--repeats` rounds of CPU seconds (time.process_time), so the ratios hold on
 a busy machine. Acceptance: the deep model's forward calls and the draft's forward calls are counted.
 
-    OMP_NUM_THREADS=1 python bench/assisted_decoding.py            # ~25 CPU-minutes on one core
+    OMP_NUM_THREADS=1 python bench/assisted_decoding.py            # ~20 CPU-minutes on one core (the recorded run)
 Results: bench/results/assisted_decoding.md and .json.
 """
 
@@ -42,14 +42,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--d-model", type=int, default=64)
     parser.add_argument("--train-pairs", type=int, default=12000)
-    parser.add_argument("--steps", type=int, default=800, help="training steps of the target and the drafts")
+    parser.add_argument("--steps", type=int, default=300, help="training steps of the target and the drafts")
     parser.add_argument(
-        "--copy-steps", type=int, default=300, help="decoder-only steps of the 36-1 self copy"
+        "--copy-steps", type=int, default=150, help="decoder-only steps of the 36-1 self copy"
     )
-    parser.add_argument("--batch", type=int, default=64)
-    parser.add_argument("--lr", type=float, default=1e-3)
+    parser.add_argument("--batch", type=int, default=128)
+    parser.add_argument("--lr", type=float, default=2e-3)
     parser.add_argument(
-        "--sentences", type=int, default=40, help="test sentences translated per side and round"
+        "--sentences", type=int, default=25, help="test sentences translated per side and round"
     )
     parser.add_argument("--max-new-tokens", type=int, default=40)
     parser.add_argument("--repeats", type=int, default=3)
