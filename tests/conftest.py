@@ -23,3 +23,10 @@ def multi30k_dir() -> Path:
     if not path.is_dir():
         pytest.skip("../shared/data/multi30k not found beside the checkout: shared-data tests need it")
     return path
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _private_data_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Arrow / tokenization cache entries of the tests go to a temporary folder, not the user's cache."""
+    if "DEEP_NMT_HF_CACHE" not in os.environ:
+        os.environ["DEEP_NMT_HF_CACHE"] = str(tmp_path_factory.mktemp("deep_nmt_hf_cache"))

@@ -1,4 +1,4 @@
-"""Parallel text -> `datasets.Dataset` with one column ``translation``: ``{src_lang: str, tgt_lang: str}``.
+"""Readers: parallel text -> `datasets.Dataset` with one column ``translation``: ``{src_lang: str, tgt_lang: str}``.
 
 That is the row shape of the official Transformers `run_translation.py`. Sources:
 
@@ -8,27 +8,28 @@ That is the row shape of the official Transformers `run_translation.py`. Sources
    ``{split}.json`` inside a directory);
 3. a `datasets` Hub dataset (needs the network).
 
-Lines are decoded as strict UTF-8 one at a time (exact line numbers in errors; files are streamed, never read
-whole) and stripped of the newline / CR and surrounding whitespace.
+Files (1, 2) are streamed line by line into an Arrow file in the cache (`data.arrow`) and the returned dataset
+is memory-mapped from it: memory does not grow with the corpus, and a second read of unchanged files only
+loads the cached file. Lines are decoded as strict UTF-8 one at a time (exact line numbers in errors) and
+stripped of the newline / CR and surrounding whitespace.
 
 Empty-line policy: a pair where either side is empty or whitespace-only after stripping is dropped (in a JSONL
 file a blank line counts as such a pair). The number dropped is logged at warning level, naming the file(s) and
 the first dropped line (row, for Hub datasets), and the counts are filled into a `ReadReport` when the caller
-passes one (``report=ReadReport()``). A source where every pair is dropped is an error.
+passes one (``report=ReadReport()``); they are stored with the cache entry, so a cached read reports them too.
+A source where every pair is dropped is an error.
 
 Every problem with the data raises `DataError` (a ValueError) naming the file, the line where relevant, and
-what was expected. Writers (`write_jsonl`, `write_parallel_dir`) write to temporary files in the destination
-directory and `os.replace` them into place, so a failed write leaves neither a destination nor a temp file.
+what was expected; a failed read leaves no cache entry.
 """
 
 from __future__ import annotations
 
-import contextlib
 import gzip
 import json
 import logging
 import os
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from itertools import zip_longest
 from pathlib import Path
@@ -36,7 +37,7 @@ from typing import IO, Any
 
 import datasets
 
-from .atomic import temp_sibling
+from .arrow import build_translation_arrow, cache_root, cached_entry, source_fingerprint
 
 logger = logging.getLogger(__name__)
 
@@ -48,8 +49,6 @@ __all__ = [
     "load_parallel",
     "read_jsonl",
     "read_parallel_dir",
-    "write_jsonl",
-    "write_parallel_dir",
 ]
 
 _JSONL_SUFFIXES = (".jsonl", ".json", ".jsonl.gz", ".json.gz")
@@ -104,12 +103,6 @@ def _decoded_lines(path: Path, handle: IO[bytes]) -> Iterator[str]:
         if number == 1:
             text = text.removeprefix("\ufeff")
         yield text.strip()
-
-
-def _make_dataset(src: list[str], tgt: list[str], src_lang: str, tgt_lang: str) -> datasets.Dataset:
-    features = datasets.Features({"translation": datasets.Translation(languages=[src_lang, tgt_lang])})
-    rows = [{src_lang: s, tgt_lang: t} for s, t in zip(src, tgt, strict=True)]
-    return datasets.Dataset.from_dict({"translation": rows}, features=features)
 
 
 def _finish_report(
@@ -204,23 +197,10 @@ def _find_file(data_dir: Path, split: str, lang: str, src_lang: str, tgt_lang: s
     )
 
 
-def read_parallel_dir(
-    data_dir: str | os.PathLike[str],
-    split: str,
-    src_lang: str,
-    tgt_lang: str,
-    report: ReadReport | None = None,
-) -> datasets.Dataset:
-    """Read line-aligned ``{split}.{src_lang}[.gz]`` / ``{split}.{tgt_lang}[.gz]`` into a translation dataset."""
-    _check_langs(src_lang, tgt_lang)
-    data_dir = Path(data_dir)
-    if not data_dir.is_dir():
-        raise DataError(f"{data_dir}: not a directory; expected a folder of {{split}}.{{lang}}[.gz] files")
-    src_path = _find_file(data_dir, split, src_lang, src_lang, tgt_lang)
-    tgt_path = _find_file(data_dir, split, tgt_lang, src_lang, tgt_lang)
+def _aligned_pairs(src_path: Path, tgt_path: Path, counts: dict[str, Any]) -> Iterator[tuple[str, str]]:
+    """Yield the kept (non-empty) pairs of two line-aligned files; fill `counts` ("total", "first_dropped").
 
-    src: list[str] = []
-    tgt: list[str] = []
+    Raises DataError (when exhausted) if a file is empty or the line counts differ."""
     n_src = n_tgt = 0
     first_dropped: int | None = None
     with _open_binary(src_path) as src_handle, _open_binary(tgt_path) as tgt_handle:
@@ -235,8 +215,7 @@ def read_parallel_dir(
                 break
             n_src = n_tgt = number
             if s and t:
-                src.append(s)
-                tgt.append(t)
+                yield s, t
             elif first_dropped is None:
                 first_dropped = number
     for path, count in ((src_path, n_src), (tgt_path, n_tgt)):
@@ -248,25 +227,70 @@ def read_parallel_dir(
             f"line {min(n_src, n_tgt) + 1} exists only in {src_path if n_src > n_tgt else tgt_path}; "
             "expected line-aligned files"
         )
-    _finish_report(report, [str(src_path), str(tgt_path)], n_src, len(src), first_dropped)
-    return _make_dataset(src, tgt, src_lang, tgt_lang)
+    counts.update(total=n_src, first_dropped=first_dropped)
 
 
-# ------------------------------------------------------------------------------------------------ json lines
-def read_jsonl(
-    path: str | os.PathLike[str],
+def _cached_read(
+    kind: str,
+    paths: list[Path],
+    pairs: Callable[[dict[str, Any]], Iterator[tuple[str, str]]],
+    src_lang: str,
+    tgt_lang: str,
+    cache_dir: str | os.PathLike[str] | None,
+    report: ReadReport | None,
+) -> datasets.Dataset:
+    """The Arrow cache entry of `paths` (built by streaming `pairs` once), with the report filled in."""
+    sources = [str(path) for path in paths]
+    key = source_fingerprint(paths, kind, src_lang, tgt_lang)
+
+    def build(arrow_path: Path) -> dict[str, Any]:
+        counts: dict[str, Any] = {}
+        kept = build_translation_arrow(pairs(counts), arrow_path, src_lang, tgt_lang)
+        if kept == 0:
+            _finish_report(None, sources, counts["total"], 0, None)  # raises: every pair was empty
+        return {"sources": sources, "total": counts["total"], "kept": kept, **counts}
+
+    dataset, meta = cached_entry(cache_root(cache_dir) / f"{kind}-{key}", build)
+    _finish_report(report, sources, meta["total"], meta["kept"], meta["first_dropped"])
+    return dataset
+
+
+def read_parallel_dir(
+    data_dir: str | os.PathLike[str],
+    split: str,
     src_lang: str,
     tgt_lang: str,
     report: ReadReport | None = None,
+    cache_dir: str | os.PathLike[str] | None = None,
 ) -> datasets.Dataset:
-    """Read ``{"translation": {src_lang: ..., tgt_lang: ...}}`` lines (other keys are ignored)."""
+    """Read line-aligned ``{split}.{src_lang}[.gz]`` / ``{split}.{tgt_lang}[.gz]`` into a translation dataset.
+
+    The pairs are streamed into an Arrow file in the cache (`cache_root(cache_dir)`, keyed by the files'
+    paths, sizes and mtimes) and the dataset is memory-mapped from it; the next call with unchanged files
+    only loads it."""
     _check_langs(src_lang, tgt_lang)
-    path = Path(path)
-    if not path.is_file():
-        raise DataError(f"missing file {path}; expected a JSON-lines file of {{'translation': {{...}}}} rows")
+    data_dir = Path(data_dir)
+    if not data_dir.is_dir():
+        raise DataError(f"{data_dir}: not a directory; expected a folder of {{split}}.{{lang}}[.gz] files")
+    src_path = _find_file(data_dir, split, src_lang, src_lang, tgt_lang)
+    tgt_path = _find_file(data_dir, split, tgt_lang, src_lang, tgt_lang)
+    return _cached_read(
+        "parallel",
+        [src_path, tgt_path],
+        lambda counts: _aligned_pairs(src_path, tgt_path, counts),
+        src_lang,
+        tgt_lang,
+        cache_dir,
+        report,
+    )
+
+
+# ------------------------------------------------------------------------------------------------ json lines
+def _jsonl_pairs(
+    path: Path, src_lang: str, tgt_lang: str, counts: dict[str, Any]
+) -> Iterator[tuple[str, str]]:
+    """Yield the kept pairs of a JSON-lines file; fill `counts`. DataError with file and line on bad rows."""
     expected = f'expected {{"translation": {{"{src_lang}": "...", "{tgt_lang}": "..."}}}}'
-    src: list[str] = []
-    tgt: list[str] = []
     total = 0
     first_dropped: int | None = None
     with _open_binary(path) as handle:
@@ -301,14 +325,37 @@ def read_jsonl(
                     )
                 values.append(pair[lang].strip())
             if values[0] and values[1]:
-                src.append(values[0])
-                tgt.append(values[1])
+                yield values[0], values[1]
             elif first_dropped is None:
                 first_dropped = number
     if total == 0:
         raise DataError(f"{path}: file is empty (no lines); {expected} on each line")
-    _finish_report(report, [str(path)], total, len(src), first_dropped)
-    return _make_dataset(src, tgt, src_lang, tgt_lang)
+    counts.update(total=total, first_dropped=first_dropped)
+
+
+def read_jsonl(
+    path: str | os.PathLike[str],
+    src_lang: str,
+    tgt_lang: str,
+    report: ReadReport | None = None,
+    cache_dir: str | os.PathLike[str] | None = None,
+) -> datasets.Dataset:
+    """Read ``{"translation": {src_lang: ..., tgt_lang: ...}}`` lines (other keys are ignored).
+
+    Streamed into a cached, memory-mapped Arrow file like `read_parallel_dir`."""
+    _check_langs(src_lang, tgt_lang)
+    path = Path(path)
+    if not path.is_file():
+        raise DataError(f"missing file {path}; expected a JSON-lines file of {{'translation': {{...}}}} rows")
+    return _cached_read(
+        "jsonl",
+        [path],
+        lambda counts: _jsonl_pairs(path, src_lang, tgt_lang, counts),
+        src_lang,
+        tgt_lang,
+        cache_dir,
+        report,
+    )
 
 
 # ------------------------------------------------------------------------------------------------------- hub
@@ -407,6 +454,7 @@ def load_parallel(
     tgt_lang: str,
     config_name: str | None = None,
     report: ReadReport | None = None,
+    cache_dir: str | os.PathLike[str] | None = None,
 ) -> datasets.Dataset:
     """Load one split from a directory, a JSON-lines file or (otherwise) a Hub dataset name.
 
@@ -424,11 +472,11 @@ def load_parallel(
             found = ", ".join(str(candidate) for candidate in jsonl + text)
             raise DataError(f"ambiguous input for split {split!r}: found {found}; keep only one format")
         if jsonl:
-            return read_jsonl(jsonl[0], src_lang, tgt_lang, report=report)
-        return read_parallel_dir(path, split, src_lang, tgt_lang, report=report)
+            return read_jsonl(jsonl[0], src_lang, tgt_lang, report=report, cache_dir=cache_dir)
+        return read_parallel_dir(path, split, src_lang, tgt_lang, report=report, cache_dir=cache_dir)
     if path.is_file():
         if path.name.endswith(_JSONL_SUFFIXES):
-            return read_jsonl(path, src_lang, tgt_lang, report=report)
+            return read_jsonl(path, src_lang, tgt_lang, report=report, cache_dir=cache_dir)
         raise DataError(
             f"{path}: unsupported file type; expected a directory of {{split}}.{{lang}}[.gz] files or a "
             ".jsonl / .json file"
@@ -436,109 +484,3 @@ def load_parallel(
     if not isinstance(source, str) or _looks_like_path(source):
         raise DataError(f"{path}: no such file or directory")
     return load_hub_dataset(source, src_lang, tgt_lang, split, config_name=config_name, report=report)
-
-
-# --------------------------------------------------------------------------------------------------- writers
-def _temp_file(destination: Path) -> tuple[IO[str], Path]:
-    return temp_sibling(destination, encoding="utf-8", newline="\n")  # the umask's mode (atomic.py)
-
-
-def _discard(handles: list[IO[str]], temps: list[Path]) -> None:
-    for handle in handles:
-        with contextlib.suppress(OSError):
-            handle.close()
-    for temp in temps:
-        with contextlib.suppress(OSError):
-            temp.unlink()
-
-
-def _commit(handles: list[IO[str]]) -> None:
-    for handle in handles:
-        handle.flush()
-        os.fsync(handle.fileno())
-        handle.close()
-
-
-def write_jsonl(
-    dataset: Iterable[Mapping[str, Any]],
-    path: str | os.PathLike[str],
-    src_lang: str,
-    tgt_lang: str,
-) -> int:
-    """Write rows ``{"translation": {...}}`` as run_translation.py JSON lines, atomically; return rows written.
-
-    Only `src_lang` and `tgt_lang` are written. A row without them, or with a non-string value, raises
-    DataError and leaves no file behind (an existing destination is kept unchanged).
-    """
-    _check_langs(src_lang, tgt_lang)
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temp = _temp_file(path)
-    count = 0
-    try:
-        for index, row in enumerate(dataset):
-            pair = row.get("translation") if isinstance(row, Mapping) else None
-            if not isinstance(pair, Mapping):
-                raise DataError(f"{path}: row {index} has no 'translation' mapping (got {row!r})")
-            values = {lang: pair.get(lang) for lang in (src_lang, tgt_lang)}
-            for lang, value in values.items():
-                if not isinstance(value, str):
-                    raise DataError(f"{path}: row {index}: translation[{lang!r}] is {value!r}, not a string")
-            handle.write(json.dumps({"translation": values}, ensure_ascii=False) + "\n")
-            count += 1
-        _commit([handle])
-        os.replace(temp, path)
-    except BaseException:
-        _discard([handle], [temp])
-        raise
-    return count
-
-
-def write_parallel_dir(
-    pairs: Iterable[tuple[str, str]],
-    data_dir: str | os.PathLike[str],
-    split: str,
-    src_lang: str,
-    tgt_lang: str,
-) -> int:
-    """Write ``{split}.{src_lang}`` and ``{split}.{tgt_lang}`` (plain UTF-8) atomically; return pairs written.
-
-    Both temp files are written completely before either is renamed into place. A pair that is not two
-    strings, or a sentence containing a line break, raises DataError and leaves no file behind. Refuses to
-    write next to an existing ``.gz`` twin (which would make the split ambiguous to read).
-    """
-    _check_langs(src_lang, tgt_lang)
-    data_dir = Path(data_dir)
-    data_dir.mkdir(parents=True, exist_ok=True)
-    destinations = [data_dir / f"{split}.{src_lang}", data_dir / f"{split}.{tgt_lang}"]
-    for destination in destinations:
-        twin = destination.with_name(destination.name + ".gz")
-        if twin.exists():
-            raise DataError(f"refusing to write {destination}: {twin} exists and reading would be ambiguous")
-    handles: list[IO[str]] = []
-    temps: list[Path] = []
-    count = 0
-    try:
-        for destination in destinations:
-            handle, temp = _temp_file(destination)
-            handles.append(handle)
-            temps.append(temp)
-        for number, pair in enumerate(pairs, start=1):
-            if not isinstance(pair, (tuple, list)) or len(pair) != 2:
-                raise DataError(f"{data_dir}: pair {number} is {pair!r}; expected a (source, target) tuple")
-            for destination, handle, sentence in zip(destinations, handles, pair, strict=True):
-                if not isinstance(sentence, str):
-                    raise DataError(f"{destination}: line {number} is {sentence!r}; expected a string")
-                if "\n" in sentence or "\r" in sentence:
-                    raise DataError(
-                        f"{destination}: line {number} contains a line break; expected one sentence per line"
-                    )
-                handle.write(sentence + "\n")
-            count += 1
-        _commit(handles)
-        for temp, destination in zip(temps, destinations, strict=True):
-            os.replace(temp, destination)
-    except BaseException:
-        _discard(handles, temps)
-        raise
-    return count
