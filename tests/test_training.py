@@ -178,8 +178,9 @@ def test_tokenize_dataset_truncates_and_keeps_eos(data_dir: Path, tokenizer) -> 
     dataset = load_parallel(data_dir, "valid", SRC_LANG, TGT_LANG).select(range(6))
     full = tokenize_dataset(dataset, tokenizer, SRC_LANG, TGT_LANG, 128, 128)
     short = tokenize_dataset(dataset, tokenizer, SRC_LANG, TGT_LANG, 5, 4)
-    assert set(short.column_names) == {"input_ids", "attention_mask", "labels"}
+    assert set(short.column_names) == {"input_ids", "attention_mask", "labels", "src_len", "tgt_len"}
     for long_row, row in zip(full, short, strict=True):
+        assert (row["src_len"], row["tgt_len"]) == (len(row["input_ids"]), len(row["labels"]))
         assert len(row["input_ids"]) == min(5, len(long_row["input_ids"]))
         assert len(row["labels"]) == min(4, len(long_row["labels"]))
         assert row["input_ids"][-1] == row["labels"][-1] == tokenizer.eos_token_id

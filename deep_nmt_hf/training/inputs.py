@@ -16,6 +16,7 @@ from transformers import (
 from .. import MODEL_TYPES, VARIANTS
 from ..configuration_deep_nmt import DeepNMTConfig
 from ..data import DataError, ReadReport, available_splits, load_parallel
+from ..preprocessing import main_process_first, tokenize_cached
 from ..tokenization import special_token_ids
 from .options import TrainingOptions
 
@@ -73,11 +74,12 @@ def load_split(
     src_lang: str,
     tgt_lang: str,
     report: ReadReport | None = None,
+    cache_dir: str | os.PathLike[str] | None = None,
 ) -> datasets.Dataset:
     """One split via `data.load_parallel` (its bad-data policy: DataError naming file and line for undecodable
     text, empty pairs dropped and counted into `report`). A `Path` (or a path-like string) never falls back to
     the Hub: `load_parallel` makes that check."""
-    return load_parallel(source, split, src_lang, tgt_lang, report=report)
+    return load_parallel(source, split, src_lang, tgt_lang, report=report, cache_dir=cache_dir)
 
 
 def _find_valid_split(source: str | os.PathLike[str], src_lang: str, tgt_lang: str) -> str | None:
@@ -103,60 +105,46 @@ def tokenize_dataset(
     max_source_length: int = 128,
     max_target_length: int = 128,
     stats: dict[str, int] | None = None,
+    num_proc: int | None = None,
+    cache_dir: str | os.PathLike[str] | None = None,
 ) -> datasets.Dataset:
-    """Map ``{"translation": {src, tgt}}`` rows to ``input_ids``, ``attention_mask`` and ``labels``.
+    """Map ``{"translation": {src, tgt}}`` rows to ``input_ids``, ``attention_mask``, ``labels`` and the
+    per-pair lengths ``src_len`` / ``tgt_len`` (`preprocessing.tokenize_cached`: a fingerprinted on-disk
+    cache, reused by the next run and by every rank; `num_proc` tokenizing workers).
 
     Over-long pairs are truncated (not dropped): the source to `max_source_length` tokens and the target to
     `max_target_length` tokens, both still ending in ``</s>`` (the same ids as the tokenizer's own
     ``truncation=True``). When `stats` is given, ``stats["truncated_pairs"]`` is set to the number of pairs
     that were cut on at least one side.
     """
-    eos = tokenizer.eos_token_id
-
-    def cut(rows: list[list[int]], limit: int, flags: list[bool]) -> list[list[int]]:
-        # tokenized with room for one more token: a row longer than `limit` was longer than the limit
-        out = []
-        for index, row in enumerate(rows):
-            if len(row) > limit:
-                flags[index] = True
-                row = row[: limit - 1] + [eos if row[-1] == eos else row[limit - 1]]
-            out.append(row)
-        return out
-
-    def encode(batch: dict[str, list]) -> dict[str, list]:
-        sources = [pair[src_lang] for pair in batch["translation"]]
-        targets = [pair[tgt_lang] for pair in batch["translation"]]
-        source_ids = tokenizer(sources, truncation=True, max_length=max_source_length + 1)["input_ids"]
-        target_ids = tokenizer(text_target=targets, truncation=True, max_length=max_target_length + 1)[
-            "input_ids"
-        ]
-        flags = [False] * len(sources)
-        source_ids = cut(source_ids, max_source_length, flags)
-        target_ids = cut(target_ids, max_target_length, flags)
-        return {
-            "input_ids": source_ids,
-            "attention_mask": [[1] * len(row) for row in source_ids],
-            "labels": target_ids,
-            "_truncated": flags,
-        }
-
-    tokenized = dataset.map(
-        encode,
-        batched=True,
-        remove_columns=dataset.column_names,
-        desc="Tokenizing",
-        load_from_cache_file=False,
+    split = tokenize_cached(
+        dataset,
+        tokenizer,
+        src_lang,
+        tgt_lang,
+        max_source_length,
+        max_target_length,
+        num_proc=num_proc,
+        cache_dir=cache_dir,
     )
     if stats is not None:
-        stats["truncated_pairs"] = int(sum(tokenized["_truncated"]))
-    return tokenized.remove_columns("_truncated")
+        stats["truncated_pairs"] = split.truncated_pairs
+    return split.dataset.remove_columns("truncated")
 
 
 def _load_training_data(
     options: TrainingOptions, report: ReadReport | None = None
 ) -> tuple[datasets.Dataset, datasets.Dataset | None, str | None]:
+    with main_process_first():  # the main process builds the Arrow cache entries, the other ranks load them
+        return _read_training_data(options, report)
+
+
+def _read_training_data(
+    options: TrainingOptions, report: ReadReport | None = None
+) -> tuple[datasets.Dataset, datasets.Dataset | None, str | None]:
+    langs = (options.src_lang, options.tgt_lang)
     train_set = load_split(
-        options.data_source, options.train_split, options.src_lang, options.tgt_lang, report=report
+        options.data_source, options.train_split, *langs, report=report, cache_dir=options.cache_dir
     )
     valid_split = options.valid_split
     if valid_split is None:
@@ -167,7 +155,7 @@ def _load_training_data(
             )
     valid_set = None
     if valid_split is not None:
-        valid_set = load_split(options.data_source, valid_split, options.src_lang, options.tgt_lang)
+        valid_set = load_split(options.data_source, valid_split, *langs, cache_dir=options.cache_dir)
     if options.max_train_samples is not None and len(train_set) > options.max_train_samples:
         train_set = train_set.select(range(options.max_train_samples))
     return train_set, valid_set, valid_split

@@ -35,6 +35,13 @@ class TrainingOptions:
     needs several processes; checkpoints hold the full model and optimizer state, as one process writes them).
     `torch_compile` compiles the model with `torch.compile` (the Trainer's `torch_compile`), with
     `torch_compile_backend` (default inductor; e.g. ``aot_eager`` traces without generating code).
+
+    Data path (`deep_nmt_hf.preprocessing`): the corpus, the trained tokenizer and the tokenized splits are
+    cached on disk by fingerprint under `cache_dir` (default ``$DEEP_NMT_HF_CACHE`` or the `datasets` cache)
+    and reused by the next run with the same data and settings; `num_proc` processes tokenize;
+    `tokenizer_sample` trains the tokenizer on that many pairs drawn with `seed` (default: every pair).
+    `streaming` reads the training split as an `IterableDataset` (no Arrow copy; shuffled in a buffer of
+    `shuffle_buffer_size` pairs; needs `max_steps`).
     """
 
     output_dir: str
@@ -79,15 +86,21 @@ class TrainingOptions:
     fsdp: bool = False
     torch_compile: bool = False
     torch_compile_backend: str | None = None
+    num_proc: int | None = None
+    tokenizer_sample: int | None = None
+    cache_dir: str | None = None
+    streaming: bool = False
+    shuffle_buffer_size: int = 10_000
 
     def __post_init__(self) -> None:
         positive = ("vocab_size", "max_source_length", "max_target_length", "batch_size", "save_steps")
-        positive += ("save_total_limit", "logging_steps", "num_beams")
+        positive += ("save_total_limit", "logging_steps", "num_beams", "shuffle_buffer_size")
         for name in positive:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name}={value!r} must be a positive integer")
-        for name in ("eval_steps", "eval_batch_size", "max_eval_samples", "max_train_samples"):
+        optional = ("eval_steps", "eval_batch_size", "max_eval_samples", "max_train_samples", "num_proc")
+        for name in (*optional, "tokenizer_sample"):
             value = getattr(self, name)
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
                 raise ValueError(f"{name}={value!r} must be a positive integer (or None)")
@@ -109,6 +122,11 @@ class TrainingOptions:
         if self.divergence_factor is not None and not self.divergence_factor > 1.0:
             raise ValueError(
                 f"divergence_factor={self.divergence_factor} must be > 1 (or None: no spike check)"
+            )
+        if self.streaming and self.max_steps <= 0:
+            raise ValueError(
+                "streaming=True needs max_steps > 0: a streamed corpus has no length, so epochs cannot be "
+                "counted (give --max-steps)"
             )
         if isinstance(self.skip_nonfinite_batches, bool) or self.skip_nonfinite_batches < 0:
             raise ValueError(

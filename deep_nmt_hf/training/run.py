@@ -30,8 +30,8 @@ from ..admin import AdminProfilingCallback
 from ..configuration_deep_nmt import DeepNMTConfig
 from ..data import ReadReport
 from ..generation_settings import translation_generation_config
+from ..preprocessing import cached_tokenizer
 from ..sharding import shard_model, shard_summary
-from ..tokenization import train_tokenizer
 from .divergence import DivergenceCallback, TrainingDivergedError
 from .inputs import _load_training_data, build_config, load_split, resolve_variant, tokenize_dataset
 from .metrics import compute_translation_metrics, make_compute_metrics
@@ -109,8 +109,8 @@ def train(
     directory (see `staged_output_dir`) and the final rename; otherwise `train` stages by itself.
 
     Several processes (`accelerate launch`, torchrun: WORLD_SIZE > 1 in the environment): every rank checks
-    the output directory and loads the data; rank 0 trains the tokenizer and broadcasts it (so all ranks hold
-    the same one); the Trainer shards the data (global batch = world size × `batch_size`); at the end every
+    the output directory; the main process reads the corpus, trains the tokenizer and tokenizes into the
+    fingerprinted cache (`deep_nmt_hf.preprocessing`) while the others wait, then they load the same entries; the Trainer shards the data (global batch = world size × `batch_size`); at the end every
     rank takes part in saving the model (needed for FSDP / DeepSpeed), then rank 0 alone reloads it, scores,
     writes ``metrics.json`` and renames the staging directory. The output directory must be on a file
     system all ranks share. Non-zero ranks return ``{"process_index": rank, "global_step": ...}``.
@@ -136,20 +136,19 @@ def train(
     if options.tokenizer_dir is not None:
         tokenizer = AutoTokenizer.from_pretrained(options.tokenizer_dir)
     else:
-        tokenizer = None
-        if distributed is None or distributed.is_main_process:
-            pairs = train_set["translation"]
-            texts = [pair[lang] for pair in pairs for lang in (options.src_lang, options.tgt_lang)]
-            longest = max(options.max_source_length, options.max_target_length)
-            tokenizer = train_tokenizer(
-                texts,
-                vocab_size=options.vocab_size,
-                model_max_length=config_overrides.get("max_position_embeddings", max(256, longest)),
-            )
-        if distributed is not None:
-            holder = [tokenizer]
-            torch.distributed.broadcast_object_list(holder, src=0)
-            tokenizer = holder[0]
+        # cached by fingerprint: the main process trains it (streamed corpus or a seeded sample), the other
+        # ranks wait and load the same files
+        longest = max(options.max_source_length, options.max_target_length)
+        tokenizer, _ = cached_tokenizer(
+            train_set,
+            options.src_lang,
+            options.tgt_lang,
+            vocab_size=options.vocab_size,
+            model_max_length=config_overrides.get("max_position_embeddings", max(256, longest)),
+            sample=options.tokenizer_sample,
+            seed=options.seed,
+            cache_dir=options.cache_dir,
+        )
     if options.preset is not None:
         presets = getattr(config_class, "PRESETS", {})
         if options.preset not in presets:
@@ -220,15 +219,18 @@ def _train_in(
 
     lengths = (options.max_source_length, options.max_target_length)
     token_stats: dict[str, int] = {}
+    cache = {"num_proc": options.num_proc, "cache_dir": options.cache_dir}
     train_tokens = tokenize_dataset(
-        train_set, tokenizer, options.src_lang, options.tgt_lang, *lengths, stats=token_stats
+        train_set, tokenizer, options.src_lang, options.tgt_lang, *lengths, stats=token_stats, **cache
     )
     eval_tokens = eval_refs = None
     if valid_set is not None:
         eval_subset = valid_set
         if options.max_eval_samples is not None and len(valid_set) > options.max_eval_samples:
             eval_subset = valid_set.select(range(options.max_eval_samples))
-        eval_tokens = tokenize_dataset(eval_subset, tokenizer, options.src_lang, options.tgt_lang, *lengths)
+        eval_tokens = tokenize_dataset(
+            eval_subset, tokenizer, options.src_lang, options.tgt_lang, *lengths, cache_dir=options.cache_dir
+        )
         eval_refs = [pair[options.tgt_lang] for pair in eval_subset["translation"]]
     evaluate_during = eval_tokens is not None and options.eval_steps is not None
 

@@ -8,6 +8,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+import datasets
 import torch
 from transformers import (
     Seq2SeqTrainer,
@@ -50,6 +51,8 @@ class DeepNMTTrainer(Seq2SeqTrainer):
     - An FSDP2-sharded model (`train --fsdp`, sharding.py) is not wrapped in DDP; its saves are gathered into a
       full model (and a full optimizer state in checkpoints) written by rank 0, and resuming loads them back into
       the shards.
+    - Length-grouped batches read the ``src_len`` column of a preprocessed dataset (`preprocessing`), a
+      cheap int32 column, instead of loading every ``input_ids`` list to measure it.
     """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -106,6 +109,22 @@ class DeepNMTTrainer(Seq2SeqTrainer):
         load_full_checkpoint(self.model, checkpoint, optimizer=self.optimizer, optimizer_file=OPTIMIZER_NAME)
         scheduler = torch.load(os.path.join(checkpoint, SCHEDULER_NAME), weights_only=True)
         self.lr_scheduler.load_state_dict(scheduler)
+
+    def _get_train_sampler(self, train_dataset: Any = None) -> torch.utils.data.Sampler | None:
+        dataset = self.train_dataset
+        if (
+            self.args.train_sampling_strategy == "group_by_length"
+            and isinstance(dataset, datasets.Dataset)
+            and "src_len" in dataset.column_names
+        ):
+            from transformers.trainer_pt_utils import LengthGroupedSampler
+
+            # one int32 column, no token lists
+            lengths = dataset.select_columns(["src_len"]).with_format("numpy")[:]["src_len"].tolist()
+            return LengthGroupedSampler(
+                self.args.train_batch_size * self.args.gradient_accumulation_steps, lengths=lengths
+            )
+        return super()._get_train_sampler(train_dataset)
 
     def compute_loss(
         self,
