@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from .common import _add_data_flags, _choice_help, _data_source, _HelpFormatter, _print_scores, _variant_names
+from .preprocess import _add_data_path_flags
 
 # choice flags: exactly the config field names (validated by the config class, not by argparse)
 CHOICE_FLAGS = (
@@ -171,6 +172,16 @@ def _add_train_flags(parser: argparse.ArgumentParser) -> None:
         help="skip up to N batches with a NaN/inf loss (zero gradient; counted in metrics.json) before "
         "stopping",
     )
+    _add_data_path_flags(parser)
+    parser.add_argument(
+        "--streaming",
+        action="store_true",
+        help="stream the training split (datasets IterableDataset, no Arrow copy, shuffle buffer); needs "
+        "--max-steps",
+    )
+    parser.add_argument(
+        "--shuffle-buffer-size", type=int, default=10_000, help="pairs in the --streaming shuffle buffer"
+    )
     run.add_argument("--no-progress", action="store_true", help="hide progress bars")
     run.add_argument("--json", action="store_true", help="print the metrics record as JSON on stdout")
 
@@ -275,6 +286,11 @@ def _cmd_train(args: argparse.Namespace) -> int:
         fsdp=args.fsdp,
         torch_compile=args.torch_compile,
         torch_compile_backend=args.torch_compile_backend,
+        num_proc=args.num_proc,
+        tokenizer_sample=args.tokenizer_sample,
+        cache_dir=args.cache_dir,
+        streaming=args.streaming,
+        shuffle_buffer_size=args.shuffle_buffer_size,
     )
     with contextlib.redirect_stdout(sys.stderr):  # Trainer logs go to stderr; stdout carries only the result
         record = train(options, _config_overrides(args))
