@@ -33,7 +33,7 @@ Lang B (target) is verb-final and head-final:
 * Coordination: source ``e`` is ``mu`` between noun phrases and ``hi`` between clauses.
 * Questions: ``kwe ... ?`` becomes ``... wu ?``; names are copied unchanged.
 
-Public API: :data:`SRC_LANG`, :data:`TGT_LANG`, :func:`generate_pairs`, :func:`demo_splits`,
+Public API: :data:`SRC_LANG`, :data:`TGT_LANG`, :func:`generate_pairs`, :func:`iter_pairs`, :func:`demo_splits`,
 :func:`lexicon_size`. The structures and renderers (:class:`NounPhrase`, :class:`Clause`,
 :class:`Sentence`, :func:`sample_clause`, :func:`source_np`, :func:`target_np`, :func:`source_clause`,
 :func:`target_clause`, :func:`target_verb`, :func:`agreement_suffix`, :func:`lexicon`) are exposed for
@@ -43,8 +43,9 @@ tests and inspection.
 from __future__ import annotations
 
 import bisect
+import itertools
 import random
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from types import MappingProxyType
@@ -59,6 +60,7 @@ __all__ = [
     "agreement_suffix",
     "demo_splits",
     "generate_pairs",
+    "iter_pairs",
     "lexicon",
     "lexicon_size",
     "render",
@@ -462,6 +464,11 @@ def _pair_stream(seed: int):
         src, tgt = render(sample_sentence(rng))
         if MIN_LEN <= src.count(" ") + 1 <= MAX_LEN:
             yield src, tgt
+
+
+def iter_pairs(n: int, seed: int = 0) -> Iterator[tuple[str, str]]:
+    """The pairs of :func:`generate_pairs` one at a time (for writing big corpora without a list)."""
+    return itertools.islice(_pair_stream(seed), n)
 
 
 def generate_pairs(n: int, seed: int = 0) -> list[tuple[str, str]]:
