@@ -28,7 +28,7 @@ import json
 import logging
 import os
 import random
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -132,16 +132,32 @@ def cached_tokenizer(
 ) -> tuple[PreTrainedTokenizerBase, Path]:
     """The joint BPE tokenizer of `dataset` (`tokenization.train_tokenizer` on `corpus_texts`), from the cache
     when an entry with the same corpus, settings, sample and seed exists; returns it and its directory."""
-    key = _key("tokenizer", dataset._fingerprint, vocab_size, model_max_length, sample, seed)
-    entry = cache_root(cache_dir) / f"tokenizer-{key}"
+    key = ("tokenizer", dataset._fingerprint, vocab_size, model_max_length, sample, seed)
+    return _tokenizer_entry(
+        key,
+        lambda: corpus_texts(dataset, src_lang, tgt_lang, sample=sample, seed=seed),
+        vocab_size,
+        model_max_length,
+        cache_dir,
+    )
+
+
+def _tokenizer_entry(
+    key: tuple[Any, ...],
+    texts: Callable[[], Iterator[str]],
+    vocab_size: int,
+    model_max_length: int,
+    cache_dir: str | os.PathLike[str] | None,
+) -> tuple[PreTrainedTokenizerBase, Path]:
+    entry = cache_root(cache_dir) / f"tokenizer-{_key(*key)}"
     with main_process_first():
         if not (entry / _META).is_file():
             with _building(entry) as temp:
-                texts = corpus_texts(dataset, src_lang, tgt_lang, sample=sample, seed=seed)
-                tokenizer = train_tokenizer(texts, vocab_size=vocab_size, model_max_length=model_max_length)
+                tokenizer = train_tokenizer(texts(), vocab_size=vocab_size, model_max_length=model_max_length)
                 tokenizer.save_pretrained(os.fspath(temp))
-                meta = {"vocab_size": vocab_size, "sample": sample, "seed": seed, "pairs": len(dataset)}
-                (temp / _META).write_text(json.dumps(meta) + "\n", encoding="utf-8")
+                (temp / _META).write_text(
+                    json.dumps({"key": list(key)}, default=str) + "\n", encoding="utf-8"
+                )
             logger.info("trained the tokenizer into %s", entry)
         else:
             logger.info("tokenizer loaded from the cache %s", entry)

@@ -134,18 +134,26 @@ def tokenize_dataset(
 
 def _load_training_data(
     options: TrainingOptions, report: ReadReport | None = None
-) -> tuple[datasets.Dataset, datasets.Dataset | None, str | None]:
+) -> tuple[datasets.Dataset | datasets.IterableDataset, datasets.Dataset | None, str | None]:
+    """Train (a stream with `options.streaming`), validation split and its name."""
     with main_process_first():  # the main process builds the Arrow cache entries, the other ranks load them
         return _read_training_data(options, report)
 
 
 def _read_training_data(
     options: TrainingOptions, report: ReadReport | None = None
-) -> tuple[datasets.Dataset, datasets.Dataset | None, str | None]:
+) -> tuple[datasets.Dataset | datasets.IterableDataset, datasets.Dataset | None, str | None]:
     langs = (options.src_lang, options.tgt_lang)
-    train_set = load_split(
-        options.data_source, options.train_split, *langs, report=report, cache_dir=options.cache_dir
-    )
+    if options.streaming:
+        from ..streaming import streaming_pairs
+
+        train_set = streaming_pairs(
+            options.data_source, options.train_split, *langs, options.seed, options.shuffle_buffer_size
+        )
+    else:
+        train_set = load_split(
+            options.data_source, options.train_split, *langs, report=report, cache_dir=options.cache_dir
+        )
     valid_split = options.valid_split
     if valid_split is None:
         valid_split = _find_valid_split(options.data_source, options.src_lang, options.tgt_lang)
@@ -156,6 +164,8 @@ def _read_training_data(
     valid_set = None
     if valid_split is not None:
         valid_set = load_split(options.data_source, valid_split, *langs, cache_dir=options.cache_dir)
-    if options.max_train_samples is not None and len(train_set) > options.max_train_samples:
+    if options.streaming and options.max_train_samples is not None:
+        train_set = train_set.take(options.max_train_samples)
+    elif options.max_train_samples is not None and len(train_set) > options.max_train_samples:
         train_set = train_set.select(range(options.max_train_samples))
     return train_set, valid_set, valid_split

@@ -139,16 +139,23 @@ def train(
         # cached by fingerprint: the main process trains it (streamed corpus or a seeded sample), the other
         # ranks wait and load the same files
         longest = max(options.max_source_length, options.max_target_length)
-        tokenizer, _ = cached_tokenizer(
-            train_set,
-            options.src_lang,
-            options.tgt_lang,
+        settings = dict(
             vocab_size=options.vocab_size,
             model_max_length=config_overrides.get("max_position_embeddings", max(256, longest)),
             sample=options.tokenizer_sample,
             seed=options.seed,
             cache_dir=options.cache_dir,
         )
+        langs = (options.src_lang, options.tgt_lang)
+        if options.streaming:
+            from ..streaming import streaming_tokenizer
+
+            source = (options.data_source, options.train_split)
+            tokenizer, _ = streaming_tokenizer(
+                *source, *langs, buffer_size=options.shuffle_buffer_size, **settings
+            )
+        else:
+            tokenizer, _ = cached_tokenizer(train_set, *langs, **settings)
     if options.preset is not None:
         presets = getattr(config_class, "PRESETS", {})
         if options.preset not in presets:
@@ -219,10 +226,15 @@ def _train_in(
 
     lengths = (options.max_source_length, options.max_target_length)
     token_stats: dict[str, int] = {}
-    cache = {"num_proc": options.num_proc, "cache_dir": options.cache_dir}
-    train_tokens = tokenize_dataset(
-        train_set, tokenizer, options.src_lang, options.tgt_lang, *lengths, stats=token_stats, **cache
-    )
+    if isinstance(train_set, datasets.IterableDataset):
+        from ..streaming import streaming_tokenized
+
+        train_tokens = streaming_tokenized(train_set, tokenizer, options.src_lang, options.tgt_lang, *lengths)
+    else:
+        cache = {"num_proc": options.num_proc, "cache_dir": options.cache_dir}
+        train_tokens = tokenize_dataset(
+            train_set, tokenizer, options.src_lang, options.tgt_lang, *lengths, stats=token_stats, **cache
+        )
     eval_tokens = eval_refs = None
     if valid_set is not None:
         eval_subset = valid_set
@@ -359,12 +371,17 @@ def _train_in(
         "train_split": options.train_split,
         "valid_split": valid_split,
         "test_split": options.test_split,
-        "num_train_examples": len(train_set),
+        "num_train_examples": None if options.streaming else len(train_set),
         "data": {
-            "train_pairs_read": report.total if report is not None else len(train_set),
-            "train_pairs_dropped_empty": report.dropped if report is not None else 0,
+            # a stream is never counted ahead: these are None with streaming
+            "train_pairs_read": None
+            if options.streaming
+            else report.total
+            if report is not None
+            else len(train_set),
+            "train_pairs_dropped_empty": None if options.streaming else report.dropped if report else 0,
             "train_first_dropped_line": report.first_dropped if report is not None else None,
-            "train_pairs_truncated": token_stats.get("truncated_pairs", 0),
+            "train_pairs_truncated": token_stats.get("truncated_pairs"),
             "max_source_length": options.max_source_length,
             "max_target_length": options.max_target_length,
         },
