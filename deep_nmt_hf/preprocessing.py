@@ -113,11 +113,15 @@ def corpus_texts(
 
 
 def tokenizer_fingerprint(tokenizer: PreTrainedTokenizerBase) -> str:
-    """A 16-hex-digit hash of the tokenizer's full definition (its ``tokenizer.json``)."""
+    """A 16-hex-digit hash of the tokenizer's definition (its ``tokenizer.json`` without the truncation and
+    padding state, which calls such as ``tokenizer(..., truncation=True)`` change)."""
     backend = getattr(tokenizer, "backend_tokenizer", None)
     if backend is None:
         raise TypeError(f"{type(tokenizer).__name__} is not a fast tokenizer: cannot fingerprint it")
-    return hashlib.sha256(backend.to_str().encode()).hexdigest()[:16]
+    definition = json.loads(backend.to_str())
+    for transient in ("truncation", "padding"):  # set by every call with truncation=True / padding
+        definition.pop(transient, None)
+    return hashlib.sha256(json.dumps(definition, sort_keys=True).encode()).hexdigest()[:16]
 
 
 def cached_tokenizer(
