@@ -23,6 +23,7 @@ truncated pairs is summed with `pyarrow.compute` on the ``truncated`` column.
 from __future__ import annotations
 
 import contextlib
+import copy
 import hashlib
 import json
 import logging
@@ -188,6 +189,9 @@ def _encoder(
     max_source_length: int,
     max_target_length: int,
 ) -> Any:
+    tokenizer = copy.deepcopy(
+        tokenizer
+    )  # calls with truncation=True change its state: keep the caller's intact
     eos = tokenizer.eos_token_id
 
     def cut(rows: list[list[int]], limit: int, flags: list[bool]) -> list[list[int]]:
