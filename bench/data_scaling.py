@@ -132,7 +132,7 @@ def _corpus(work: Path, size: int, largest: int) -> Path:
 
 
 # ---------------------------------------------------------------------------------------------- one size
-def measure(work: Path, size: int, largest: int) -> dict[str, Any]:
+def measure(work: Path, size: int, largest: int, num_proc_up_to: int = NUM_PROC_UP_TO) -> dict[str, Any]:
     pieces = work / "pieces" / str(size)
     pieces.mkdir(parents=True, exist_ok=True)
     caches = work / "caches" / str(size)
@@ -154,7 +154,7 @@ def measure(work: Path, size: int, largest: int) -> dict[str, Any]:
     piece("preprocess_first", "cli", pre, fresh=[pre_cache])
     piece("preprocess_cached", "cli", pre)
     tokenizer_dir = next(pre_cache.glob("tokenizer-*"))
-    for workers in (1, 2) if size <= NUM_PROC_UP_TO else ():
+    for workers in (1, 2) if size <= num_proc_up_to else ():
         out_cache = caches / f"tokenize_np{workers}"
         argv = [str(data), str(pre_cache), str(tokenizer_dir), str(out_cache), str(workers)]
         piece(f"tokenize_np{workers}", "tokenize", argv, fresh=[out_cache])
@@ -288,14 +288,23 @@ def main() -> None:
         "--work-dir", type=Path, default=Path("~/.cache/deep_nmt_bench/data_scaling").expanduser()
     )
     parser.add_argument("--redo", type=int, action="append", default=[], help="re-measure this size")
+    parser.add_argument("--sizes", type=int, nargs="+", help="corpus sizes (default: 0.25M 1M 4M)")
+    parser.add_argument(
+        "--num-proc-up-to",
+        type=int,
+        default=NUM_PROC_UP_TO,
+        help="largest size with the --num-proc comparison",
+    )
     args = parser.parse_args()
-    sizes = QUICK_SIZES if args.quick else SIZES
+    sizes = tuple(args.sizes) if args.sizes else QUICK_SIZES if args.quick else SIZES
     work = args.work_dir / ("quick" if args.quick else "full")
     for size in args.redo:
         shutil.rmtree(work / "pieces" / str(size), ignore_errors=True)
     results: dict[int, dict[str, Any]] = {}
     for size in sizes:  # a report after every size: an interrupted run still leaves the finished sizes
-        results[size] = measure(work, size, max(sizes))
+        results[size] = measure(
+            work, size, max(SIZES if not args.quick else QUICK_SIZES), args.num_proc_up_to
+        )
         report(tuple(results), results, "data_scaling_quick" if args.quick else "data_scaling")
     print(
         (
