@@ -53,6 +53,9 @@ def train_tokenizer(
 ) -> PreTrainedTokenizerFast:
     """Train one joint BPE tokenizer on `texts` (pass source and target sentences together).
 
+    `texts` may be any iterable, e.g. a generator streaming a corpus (`preprocessing.corpus_texts`, which can
+    also draw a seeded sample): it is consumed once by the `tokenizers` trainer and never turned into a list.
+
     The result has exactly `vocab_size` ids when the corpus supports that many merges (fewer on a tiny
     corpus), with the Marian layout described in the module docstring.
 
