@@ -16,7 +16,9 @@ which reports its wall time and its peak RSS (``VmHWM`` of /proc/self/status; wo
   cache, corpus and tokenizer already cached) with ``--num-proc`` 1 and 2: pairs per second.
 
 Every finished piece is stored as JSON under the work dir (default ``~/.cache/deep_nmt_bench/data_scaling``,
-outside the repository), so an interrupted run resumes; ``--redo SIZE`` re-measures one size. Results:
+outside the repository), so an interrupted run resumes; ``--redo SIZE`` re-measures one size; ``--sizes`` picks
+the sizes to measure now and ``--train-only SIZE`` skips the preprocess pieces of one size; the report covers
+every size measured so far. Results:
 bench/results/data_scaling{,_quick}.{json,md,png}. ``--quick`` uses 2k / 8k / 32k pairs.
 """
 
@@ -132,7 +134,9 @@ def _corpus(work: Path, size: int, largest: int) -> Path:
 
 
 # ---------------------------------------------------------------------------------------------- one size
-def measure(work: Path, size: int, largest: int, num_proc_up_to: int = NUM_PROC_UP_TO) -> dict[str, Any]:
+def measure(
+    work: Path, size: int, largest: int, num_proc_up_to: int = NUM_PROC_UP_TO, preprocess: bool = True
+) -> dict[str, Any]:
     pieces = work / "pieces" / str(size)
     pieces.mkdir(parents=True, exist_ok=True)
     caches = work / "caches" / str(size)
@@ -151,10 +155,12 @@ def measure(work: Path, size: int, largest: int, num_proc_up_to: int = NUM_PROC_
 
     pre_cache = caches / "preprocess"
     pre = ["preprocess", "--data-dir", str(data), *COMMON[:-1], "--cache-dir", str(pre_cache)]
-    piece("preprocess_first", "cli", pre, fresh=[pre_cache])
-    piece("preprocess_cached", "cli", pre)
-    tokenizer_dir = next(pre_cache.glob("tokenizer-*"))
-    for workers in (1, 2) if size <= num_proc_up_to else ():
+    if preprocess or (pieces / "preprocess_first.json").is_file():
+        piece("preprocess_first", "cli", pre, fresh=[pre_cache])
+        piece("preprocess_cached", "cli", pre)
+    measured = (pieces / "tokenize_np2.json").is_file()
+    for workers in (1, 2) if size <= num_proc_up_to and (preprocess or measured) else ():
+        tokenizer_dir = next(pre_cache.glob("tokenizer-*"))
         out_cache = caches / f"tokenize_np{workers}"
         argv = [str(data), str(pre_cache), str(tokenizer_dir), str(out_cache), str(workers)]
         piece(f"tokenize_np{workers}", "tokenize", argv, fresh=[out_cache])
@@ -180,9 +186,15 @@ def report(sizes: tuple[int, ...], results: dict[int, dict[str, Any]], name: str
         rows.append(
             [
                 f"{size:,}",
-                f"{r['preprocess_first']['wall_s']:.1f}",
-                f"{r['preprocess_first']['peak_rss_mib']:.0f}",
-                f"{r['preprocess_cached']['wall_s']:.1f}",
+                *(
+                    [
+                        f"{r['preprocess_first']['wall_s']:.1f}",
+                        f"{r['preprocess_first']['peak_rss_mib']:.0f}",
+                        f"{r['preprocess_cached']['wall_s']:.1f}",
+                    ]
+                    if "preprocess_first" in r
+                    else ["-", "-", "-"]
+                ),
                 f"{r['train_first']['first_step_s']:.1f}",
                 f"{r['train_first']['peak_rss_mib']:.0f}",
                 f"{r['train_cached']['first_step_s']:.1f}",
@@ -258,9 +270,10 @@ def _plot(sizes: tuple[int, ...], results: dict[int, dict[str, Any]], name: str)
         ("train_cached", "train, cached"),
         ("train_cached_sequential", "train, cached, sequential"),
     ):
-        left.plot(sizes, [results[s][key]["peak_rss_mib"] for s in sizes], marker="o", label=label)
+        have = [s for s in sizes if key in results[s]]
+        left.plot(have, [results[s][key]["peak_rss_mib"] for s in have], marker="o", label=label)
         time_key = "wall_s" if key.startswith("preprocess") else "first_step_s"
-        right.plot(sizes, [results[s][key][time_key] for s in sizes], marker="o", label=label)
+        right.plot(have, [results[s][key][time_key] for s in have], marker="o", label=label)
     for ax, ylabel in ((left, "peak RSS (MiB)"), (right, "seconds (to 1st optimizer step for train)")):
         ax.set_xscale("log")
         ax.set_xlabel("training pairs")
@@ -288,7 +301,14 @@ def main() -> None:
         "--work-dir", type=Path, default=Path("~/.cache/deep_nmt_bench/data_scaling").expanduser()
     )
     parser.add_argument("--redo", type=int, action="append", default=[], help="re-measure this size")
-    parser.add_argument("--sizes", type=int, nargs="+", help="corpus sizes (default: 0.25M 1M 4M)")
+    parser.add_argument("--sizes", type=int, nargs="+", help="corpus sizes to measure (default: 0.25M 1M 4M)")
+    parser.add_argument(
+        "--train-only",
+        type=int,
+        action="append",
+        default=[],
+        help="for this size measure only the train runs",
+    )
     parser.add_argument(
         "--num-proc-up-to",
         type=int,
@@ -300,12 +320,15 @@ def main() -> None:
     work = args.work_dir / ("quick" if args.quick else "full")
     for size in args.redo:
         shutil.rmtree(work / "pieces" / str(size), ignore_errors=True)
-    results: dict[int, dict[str, Any]] = {}
+    everything = QUICK_SIZES if args.quick else SIZES
     for size in sizes:  # a report after every size: an interrupted run still leaves the finished sizes
-        results[size] = measure(
-            work, size, max(SIZES if not args.quick else QUICK_SIZES), args.num_proc_up_to
-        )
-        report(tuple(results), results, "data_scaling_quick" if args.quick else "data_scaling")
+        measure(work, size, max(everything), args.num_proc_up_to, preprocess=size not in args.train_only)
+        done = {
+            s: measure(work, s, max(everything), args.num_proc_up_to, preprocess=False)
+            for s in everything
+            if (work / "pieces" / str(s) / "train_cached_sequential.json").is_file()
+        }  # every size measured so far, in this run or an earlier one (stored pieces are not re-run)
+        report(tuple(done), done, "data_scaling_quick" if args.quick else "data_scaling")
     print(
         (
             Path(__file__).parent / "results" / ("data_scaling_quick.md" if args.quick else "data_scaling.md")
