@@ -240,3 +240,30 @@ def test_preprocess_prints_the_cache_and_train_picks_it_up(
     stats: dict[str, int] = {}
     tokenize_dataset(train_set, tok, SRC_LANG, TGT_LANG, 16, 128, stats=stats, cache_dir=tmp_path)
     assert stats["truncated_pairs"] == summary["pairs_truncated"]
+
+
+def test_length_grouped_sampler_reads_the_src_len_column(tmp_path: Path) -> None:
+    import datasets
+    from factories import tiny_model
+    from transformers import Seq2SeqTrainingArguments
+
+    from deep_nmt_hf.training import DeepNMTTrainer
+
+    lengths = [3, 9, 1, 7, 5, 2, 8, 4]
+    rows = {
+        "input_ids": [[1, 0]] * 8,
+        "attention_mask": [[1, 1]] * 8,
+        "labels": [[1, 0]] * 8,
+        "src_len": lengths,
+    }
+    args = Seq2SeqTrainingArguments(
+        output_dir=str(tmp_path),
+        per_device_train_batch_size=2,
+        use_cpu=True,
+        report_to="none",
+        train_sampling_strategy="group_by_length",
+    )
+    trainer = DeepNMTTrainer(model=tiny_model(), args=args, train_dataset=datasets.Dataset.from_dict(rows))
+    sampler = trainer._get_train_sampler()
+    assert sampler.lengths == lengths  # from the column, not measured from the (all length-2) token lists
+    assert sorted(sampler) == list(range(8))
