@@ -298,8 +298,17 @@ def _plot(sizes: tuple[int, ...], results: dict[int, dict[str, Any]], name: str)
         left.plot(have, [results[s][key]["peak_rss_mib"] for s in have], marker="o", label=label)
         time_key = "wall_s" if key.startswith("preprocess") else "first_step_s"
         right.plot(have, [results[s][key][time_key] for s in have], marker="o", label=label)
+    for key, label in (
+        ("train_cached", "train, cached"),
+        ("train_cached_sequential", "train, cached, sequential"),
+    ):
+        have = [s for s in sizes if "peak_anon_rss_mib" in results[s][key]]
+        anon = [results[s][key]["peak_anon_rss_mib"] for s in have]
+        left.plot(have, anon, marker="x", linestyle="--", label=f"{label} (anonymous RSS)")
     for ax, ylabel in ((left, "peak RSS (MiB)"), (right, "seconds (to 1st optimizer step for train)")):
         ax.set_xscale("log")
+        ax.set_xticks(list(sizes), [f"{size / 1e6:g}M" for size in sizes])
+        ax.minorticks_off()
         ax.set_xlabel("training pairs")
         ax.set_ylabel(ylabel)
         ax.grid(alpha=0.3)
