@@ -1,8 +1,16 @@
 """Weight initialisation of the deep_nmt_hf core.
 
-`init_method="xavier"` is the fairseq / tensor2tensor Transformer recipe (Vaswani et al., 2017):
-every linear map is drawn from Glorot's U(-γ, γ) with γ = sqrt(6 / (fan_in + fan_out)), biases are zero,
-word embeddings are N(0, d_model^-1/2) with the padding row zero, LayerNorms are (1, 0).
+`init_method="xavier"` is fairseq's Transformer recipe as the ADMIN, DLCL and shared-layers papers trained with it
+(fairseq v0.6-v0.9, `MultiheadAttention.reset_parameters` and the `Linear` / `Embedding` helpers of
+`models/transformer.py`):
+- attention q, k and v (self- and cross-attention): Glorot U(-γ, γ) with gain 1/√2, γ = sqrt(1/2)·sqrt(6/(2d)) —
+  the same distribution as plain Glorot on the fused 3d×d `in_proj_weight` of fairseq ≤ v0.8;
+- attention output projection, FFN fc1 and fc2: plain Glorot, γ = sqrt(6 / (fan_in + fan_out));
+- every bias zero (fairseq ≤ v0.9 zeroes the fused in_proj bias, out_proj bias and the FFN biases);
+- word embeddings N(0, d_model^-1/2) with the padding row zero; an untied output projection the same
+  (fairseq's `output_projection`); LayerNorms (1, 0).
+fairseq ≥ v0.10 builds the FFN and the separate q/k/v biases with PyTorch's default `nn.Linear` init instead; we
+follow the papers' code, not that later change.
 `init_method="normal"` draws every linear and embedding weight from N(0, `init_std`) instead (Transformers'
 Marian/BART `_init_weights`), biases and the padding row zero.
 
@@ -20,13 +28,27 @@ from transformers import initialization as init
 from .configuration_deep_nmt import DeepNMTConfig
 from .residual import AdminOmega, deepnorm_constants, initial_omega
 
+# fairseq scales q/k/v by 1/√2 ("empirically observed the convergence to be much better", reset_parameters).
+QKV_PROJECTIONS = ("q_proj", "k_proj", "v_proj")
+QKV_GAIN = 1.0 / math.sqrt(2.0)
+OUTPUT_PROJECTION = "output_projection"
+
+
+def xavier_gain(module: nn.Linear) -> float:
+    """fairseq's Glorot gain of one linear map: 1/√2 for attention q/k/v, 1 elsewhere."""
+    return QKV_GAIN if getattr(module, "init_name", None) in QKV_PROJECTIONS else 1.0
+
 
 def init_linear(module: nn.Linear, config: DeepNMTConfig) -> None:
-    """Glorot-uniform weight (N(0, init_std) for `"normal"`), zero bias."""
+    """fairseq's Glorot-uniform weight (gain 1/√2 on q/k/v; N(0, init_std) for `"normal"`), zero bias.
+
+    An untied output projection (tagged `init_name="output_projection"`) is N(0, d_model^-1/2) as in fairseq."""
     if config.init_method == "normal":
         init.normal_(module.weight, mean=0.0, std=config.init_std)
+    elif getattr(module, "init_name", None) == OUTPUT_PROJECTION:
+        init.normal_(module.weight, mean=0.0, std=config.d_model**-0.5)
     else:
-        init.xavier_uniform_(module.weight)
+        init.xavier_uniform_(module.weight, gain=xavier_gain(module))
     if module.bias is not None:
         init.zeros_(module.bias)
 
@@ -62,14 +84,20 @@ def tag_layer_linears(layer: nn.Module, side: str, layer_number: int) -> None:
 def init_depth_aware_linear(module: nn.Linear, config: DeepNMTConfig) -> None:
     """Initialise one linear map by `config.init_method`.
 
-    xavier:   U(-γ, γ), γ = sqrt(6 / (fan_in + fan_out)).
+    xavier:   fairseq's recipe (module docstring): U(-g·γ, g·γ), γ = sqrt(6 / (fan_in + fan_out)), g = 1/√2 on
+              attention q/k/v and 1 elsewhere.
     normal:   N(0, init_std).
     ds_init:  U(-γ·α/√l, γ·α/√l) with l the layer number counted from 1 separately in encoder and decoder
-              (dsinit-merged-attention, eq. 6). The authors' TensorFlow release applies the scale inside a
-              variance-scaling initializer, which shrinks the bound by l^(-1/4) instead; we follow the paper.
+              (dsinit-merged-attention, eq. 15). The base bound γ is eq. 9's Glorot bound of each matrix's own
+              d_i × d_o, for q/k/v too: *no* 1/√2 factor. The paper defines γ per matrix (eq. 9) and trains
+              with its own TensorFlow code, not fairseq, so fairseq's q/k/v gain is not part of its recipe; at
+              l = 1, α = 1 DS-Init therefore equals plain Glorot, not our "xavier". The authors' release applies
+              the scale inside a variance-scaling initializer, which shrinks the bound by l^(-1/4) instead; we
+              follow the paper.
     deepnorm: xavier-normal with gain β on v/out projections and the FFN (β from `residual.deepnorm_constants`),
               plain xavier elsewhere (DeepNet, sec. 3).
-    Biases are zero in every method. Linear maps outside the layers (the output projection) stay xavier.
+    Biases are zero in every method. Linear maps outside the layers (an untied output projection) follow
+    `init_linear`.
     """
     layer_number = getattr(module, "init_layer_number", None)
     if layer_number is None or config.init_method in ("xavier", "normal"):

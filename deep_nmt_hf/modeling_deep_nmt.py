@@ -53,6 +53,7 @@ from .configuration_deep_nmt import (
     SharedLayersConfig,
 )
 from .initialization import (
+    OUTPUT_PROJECTION,
     init_admin_omega,
     init_depth_aware_linear,
     init_embedding,
@@ -830,6 +831,7 @@ class DeepNMTForConditionalGeneration(DeepNMTPreTrainedModel, GenerationMixin):
         super().__init__(config)
         self.model = DeepNMTModel(config)
         self.lm_head = nn.Linear(config.d_model, config.vocab_size, bias=False)
+        self.lm_head.init_name = OUTPUT_PROJECTION  # untied: N(0, d^-1/2) like fairseq (initialization.py)
         self.post_init()
         self.generation_config = default_generation_config(config)
 

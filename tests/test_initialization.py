@@ -58,6 +58,55 @@ def test_xavier_default_bounds_do_not_depend_on_depth() -> None:
     assert bounds == pytest.approx([math.sqrt(6 / (128 + 256))] * 4, rel=0.05)
 
 
+def test_xavier_is_fairseqs_recipe_per_matrix() -> None:
+    """fairseq (v0.6-v0.9, what ADMIN/DLCL/shared layers trained with): q/k/v Glorot with gain 1/√2 (= Glorot on
+    the fused 3d×d in_proj), out_proj and FFN plain Glorot, every bias zero, self- and cross-attention alike."""
+    torch.manual_seed(0)
+    d, ffn = 128, 512
+    config = tiny_config(
+        d_model=d,
+        encoder_ffn_dim=ffn,
+        decoder_ffn_dim=ffn,
+        encoder_attention_heads=4,
+        decoder_attention_heads=4,
+    )
+    model = DeepNMTForConditionalGeneration(config)
+    qkv_bound = math.sqrt(6 / (2 * d)) / math.sqrt(2)
+    assert qkv_bound == pytest.approx(math.sqrt(6 / (d + 3 * d)))  # the fused in_proj's Glorot bound
+    expected = {
+        "q_proj": qkv_bound,
+        "k_proj": qkv_bound,
+        "v_proj": qkv_bound,
+        "out_proj": math.sqrt(6 / (2 * d)),
+        "fc1": math.sqrt(6 / (d + ffn)),
+        "fc2": math.sqrt(6 / (d + ffn)),
+    }
+    seen = set()
+    for stack in (model.model.encoder, model.model.decoder):
+        for layer in stack.layers:
+            for name, module in layer.named_modules():
+                if not isinstance(module, torch.nn.Linear):
+                    continue
+                short = name.rsplit(".", 1)[-1]
+                bound = expected[short]
+                assert module.weight.abs().max().item() <= bound + 1e-7, name
+                assert uniform_bound_estimate(module.weight) == pytest.approx(bound, rel=0.05), name
+                assert module.bias is None or torch.all(module.bias == 0), name
+                seen.add(name.split(".")[0] + "." + short)
+    assert {"self_attn.q_proj", "encoder_attn.v_proj", "ffn.fc2"} <= seen
+
+
+def test_untied_output_projection_is_normal_like_fairseq() -> None:
+    torch.manual_seed(0)
+    model = DeepNMTForConditionalGeneration(
+        tiny_config(d_model=64, vocab_size=4000, encoder_attention_heads=4, tie_word_embeddings=False)
+    )
+    head = model.get_output_embeddings().weight
+    assert head.data_ptr() != model.get_input_embeddings().weight.data_ptr()
+    assert head.mean().item() == pytest.approx(0.0, abs=0.01)
+    assert head.std().item() == pytest.approx(64**-0.5, rel=0.05)
+
+
 def test_embeddings_are_normal_with_zero_pad_row() -> None:
     torch.manual_seed(0)
     config = tiny_config(d_model=64, vocab_size=4000, encoder_attention_heads=4)
