@@ -299,15 +299,54 @@ def orchestrate(args: argparse.Namespace) -> None:
                 if proc.returncode:
                     failed.append(name)
     records = [json.loads((RUNS / f"{n}.json").read_text()) for n in names if (RUNS / f"{n}.json").exists()]
-    report(args, records, failed)
+    report(args, carry_over(args, records), failed)
+
+
+def carry_over(args: argparse.Namespace, records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """This run's records plus, for every model of the previous results file that was not re-run now, its old
+    record marked `carried_over_from` (the date of the run that made it). Re-run models keep the previous BLEU
+    as `previous_bleu` / `previous_date` so the table shows before and after. Settings must match to carry over."""
+    path = RESULTS / ("multi30k.quick.json" if args.quick else "multi30k.json")
+    if not path.exists():
+        return records
+    previous = json.loads(path.read_text())
+    if previous.get("settings") != settings(args):
+        return records
+    date = previous.get("provenance", {}).get("date", "unknown date")
+    old = {r["name"]: r for r in previous.get("models", [])}
+    fresh = {r["name"] for r in records}
+    for record in records:
+        if record["name"] in old:
+            before = old[record["name"]]
+            if (
+                before["test"] == record["test"] and before["steps"] == record["steps"]
+            ):  # reused (--reuse) run
+                if "previous_bleu" in before:
+                    record["previous_bleu"] = before["previous_bleu"]
+                    record["previous_date"] = before["previous_date"]
+                continue
+            record["previous_bleu"] = before["test"]["bleu"]
+            record["previous_date"] = before.get("carried_over_from", date)
+    carried = []
+    for name, record in old.items():
+        if name not in fresh:
+            kept = {k: v for k, v in record.items() if k not in ("previous_bleu", "previous_date")}
+            carried.append({**kept, "carried_over_from": record.get("carried_over_from", date)})
+    order = {name: i for i, name in enumerate(MODELS)}
+    return sorted(records + carried, key=lambda r: order.get(r["name"], len(order)))
 
 
 def report(args: argparse.Namespace, records: list[dict[str, Any]], failed: list[str]) -> None:
     header = ["model", "params (M)", "steps", "epochs", "BLEU", "chrF", "train tok/CPU-s", "decode tok/CPU-s"]
-    header += ["last loss"]
+    header += ["last loss", "BLEU before (run of)"]
     rows = [
         [
-            f"{r['name']} ({r['description']})",
+            f"{r['name']} ({r['description']})"
+            + (
+                f" — *carried over from the run of {r['carried_over_from']}*"
+                if "carried_over_from" in r
+                else ""
+            ),
             round(r["num_parameters"] / 1e6, 2),
             r["steps"],
             r["epochs"],
@@ -316,6 +355,7 @@ def report(args: argparse.Namespace, records: list[dict[str, Any]], failed: list
             round(r["train_tokens_per_cpu_s"]),
             round(r["decode_tokens_per_cpu_s"]),
             r["last_loss"],
+            f"{round(r['previous_bleu'], 2)} ({r['previous_date']})" if "previous_bleu" in r else "",
         ]
         for r in records
     ]
@@ -334,7 +374,9 @@ def report(args: argparse.Namespace, records: list[dict[str, Any]], failed: list
         f"{args.max_length}. Train tokens/CPU-s counts source + target tokens (no padding) per CPU second of the "
         "training process; decode tokens/CPU-s counts generated target tokens.\n\n"
         + markdown_table(header, rows)
-        + "\n\nSignatures: "
+        + "\n\n"
+        + aim(records)
+        + "Signatures: "
         + "; ".join(f"`{s}`" for s in sorted(signatures))
         + "\n"
     )
@@ -346,6 +388,23 @@ def report(args: argparse.Namespace, records: list[dict[str, Any]], failed: list
         markdown += f"\n![BLEU and chrF per model, with the epochs each saw in the budget]({name}.png)\n"
     write_results(name, {"settings": settings(args), "failed": failed, "models": records}, markdown)
     print(markdown)
+
+
+def aim(records: list[dict[str, Any]]) -> str:
+    """Issue #14's aim: our post-LN 6-6 with the default init within 1 BLEU of stock Marian at the same budget."""
+    by_name = {r["name"]: r for r in records}
+    if "marian-6-6" not in by_name or "base-6-6" not in by_name:
+        return ""
+    marian, ours = by_name["marian-6-6"], by_name["base-6-6"]
+    gap = ours["test"]["bleu"] - marian["test"]["bleu"]
+    stale = [r["name"] for r in (marian, ours) if "carried_over_from" in r]
+    verdict = "**met**" if gap >= -1.0 else "**not met**"
+    return (
+        f"Aim (issue #14): our post-LN 6-6 with the default init within 1 BLEU of stock Marian — {verdict}: "
+        f"base-6-6 {ours['test']['bleu']:.2f} vs marian-6-6 {marian['test']['bleu']:.2f} ({gap:+.2f} BLEU)"
+        + (f"; carried-over rows involved: {', '.join(stale)}" if stale else "")
+        + ".\n\n"
+    )
 
 
 def plot(records: list[dict[str, Any]], args: argparse.Namespace, path: Path) -> None:
