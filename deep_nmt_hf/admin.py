@@ -1,16 +1,25 @@
 """ADMIN profiling: one forward pass sets the residual scale ω of every post-LN sublayer.
 
-Paper: admin-very-deep-transformers-nmt, sec. 3 (Profiling and Training phases). With every ω = 1 and the model
-in training mode, one forward pass records per sublayer i the variance of its input x_{i-1} and of its branch
-output f_i(x_{i-1}) over the real (non-pad) tokens. Then, separately for the encoder and the decoder,
+Paper: admin-very-deep-transformers-nmt, sec. 3 (Profiling and Training phases). The model is in training mode;
+one forward pass visits the sublayers in order (the encoder's, then the decoder's on the encoder output). Separately
+for the encoder and the decoder, with a running value r (r = 1 before the first sublayer), at sublayer i
 
-    ω_1 = 1,    ω_{i+1} = sqrt( Var(ω_i · x_{i-1}) + Var(f_i(x_{i-1})) ) = sqrt( ω_i² Var(x_{i-1}) + Var(f_i) ).
+    ω_i = r                                            (set *before* this sublayer's residual add)
+    r  ← sqrt( Var(ω_i · x_{i-1}) + Var(f_i(x_{i-1})) )  (variances over the real, non-pad tokens)
 
-Reading: the paper's text writes ω_i = sqrt(Σ_{j<i} Var[f(x_{j-1})]); the authors' released code uses the
-recursion above, which also counts the (unit) variance of the LayerNorm-ed skip input and keeps ω_1 = 1 for the
-sublayer that reads the embeddings. We implement the recursion: it is what their 60L-12L results were trained with,
-and it keeps the first ω at 1 so that the trained model folds. ω is a scalar per sublayer; with
-`admin_omega="trainable"` it initialises a per-dimension vector that training then adjusts.
+so every later statistic — and the encoder output that the decoder's cross-attention reads — already sees the
+earlier ω's. This is the progressive profiling of the authors' code (Transformer-Clinic, `adaptive-profiling`:
+each layer fills its ω from the running ratio, then updates the ratio from the variances of its scaled skip input
+and its branch output). It yields ω_{i+1} = sqrt(ω_i² Var(x_{i-1}) + Var(f_i)) — `omega_recursion` — but with the
+statistics of the progressively scaled model, not of the ω = 1 model.
+
+Readings: the paper's text writes ω_i = sqrt(Σ_{j<i} Var[f(x_{j-1})]) from one pass with every ω = 1; the released
+code differs in two ways and we follow the code, which is what their 60L-12L results were trained with: (a) the
+recursion also counts the (unit) variance of the LayerNorm-ed skip input and keeps ω_1 = 1 for the sublayer that
+reads the embeddings (which keeps the model foldable); (b) the profiling is progressive, as above. ω is a scalar per
+sublayer; with `admin_omega="trainable"` it initialises a per-dimension vector that training then adjusts. A
+sublayer that runs at several depths (layer sharing) takes its ω at its first use; its later uses are profiled
+with that ω (no paper defines ADMIN with shared layers).
 
 Usable alone (`admin_profile(model, batch)`) and as a `TrainerCallback` (`AdminProfilingCallback`).
 """
@@ -55,8 +64,8 @@ def omega_recursion(input_variances: list[float], output_variances: list[float])
 
 @torch.no_grad()
 def admin_profile(model: nn.Module, batch: dict[str, torch.Tensor], seed: int = 0) -> dict[str, list[float]]:
-    """Profile ADMIN ω on one batch (input_ids, attention_mask, labels or decoder_input_ids), write them into
-    the model, mark `config.admin_profiled`, and return {"encoder": [ω...], "decoder": [ω...]}.
+    """Profile ADMIN ω progressively on one batch (input_ids, attention_mask, labels or decoder_input_ids), write
+    them into the model, mark `config.admin_profiled`, and return {"encoder": [ω...], "decoder": [ω...]}.
 
     Deterministic for a given seed (the dropout masks of the profiling pass come from it)."""
     config = model.config
@@ -74,14 +83,18 @@ def admin_profile(model: nn.Module, batch: dict[str, torch.Tensor], seed: int = 
         masks["decoder"] = batch["labels"].ne(-100)
     elif "decoder_attention_mask" in batch:
         masks["decoder"] = batch["decoder_attention_mask"]
-    stats: dict[str, dict[int, tuple[float, float]]] = {"encoder": {}, "decoder": {}}
+    running = {"encoder": 1.0, "decoder": 1.0}
+    profiled: dict[str, dict[int, float]] = {"encoder": {}, "decoder": {}}
 
     def record(sublayer: nn.Module, inputs: torch.Tensor, output: torch.Tensor) -> None:
-        mask = masks[sublayer.side]
-        stats[sublayer.side][sublayer.index] = (
-            _masked_variance(inputs, mask),
-            _masked_variance(output, mask),
-        )
+        """Called by the sublayer before its residual add: set its ω from the running value, then update it."""
+        side, mask = sublayer.side, masks[sublayer.side]
+        if sublayer.index not in profiled[side]:  # first use (a shared sublayer keeps its first ω)
+            if isinstance(sublayer.residual_scale, AdminOmega):
+                sublayer.residual_scale.set_(running[side])
+            profiled[side][sublayer.index] = _omega_of(sublayer)
+        omega = _omega_of(sublayer)
+        running[side] = (omega**2 * _masked_variance(inputs, mask) + _masked_variance(output, mask)) ** 0.5
 
     was_training = model.training
     model.train()
@@ -97,16 +110,17 @@ def admin_profile(model: nn.Module, batch: dict[str, torch.Tensor], seed: int = 
             for sublayer in sublayers:
                 sublayer.recorder = None
         model.train(was_training)
-
-    omegas: dict[str, list[float]] = {}
-    for side, sublayers in sides.items():
-        ordered = [stats[side][s.index] for s in sublayers]
-        omegas[side] = omega_recursion([v[0] for v in ordered], [v[1] for v in ordered])
-        for sublayer, omega in zip(sublayers, omegas[side], strict=True):
-            if isinstance(sublayer.residual_scale, AdminOmega):
-                sublayer.residual_scale.set_(omega)
     config.admin_profiled = True
-    return omegas
+    return {
+        side: [profiled[side].get(s.index, _omega_of(s)) for s in sublayers]
+        for side, sublayers in sides.items()
+    }
+
+
+def _omega_of(sublayer: nn.Module) -> float:
+    """The scalar ω of one sublayer (1.0 where the skip branch is not scaled)."""
+    scale = sublayer.residual_scale
+    return scale.value().float().mean().item() if isinstance(scale, AdminOmega) else 1.0
 
 
 def _decoder_inputs(model: nn.Module, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:

@@ -87,6 +87,90 @@ def test_profiling_is_deterministic_and_omega_grows_with_depth() -> None:
     assert_omegas_close(current_omegas(model), first)  # written into the model
 
 
+def _stepwise_omegas(model, batch: dict[str, torch.Tensor], seed: int) -> dict[str, list[float]]:
+    """Independent recomputation of progressive ADMIN profiling: one full seeded forward pass per sublayer, with
+    ω_1..ω_i already set; x_{i-1} from a pre-hook on the sublayer, f_i = (LayerNorm input) − ω_i·x_{i-1}."""
+    masks = {"encoder": batch["attention_mask"].bool(), "decoder": batch["labels"].ne(-100)}
+    decoder_input_ids = model.prepare_decoder_input_ids_from_labels(batch["labels"])
+    stacks = {"encoder": model.model.encoder, "decoder": model.model.decoder}
+    for stack in stacks.values():
+        for sublayer in stack.sublayers()[1:]:
+            sublayer.residual_scale.set_(1.0)
+    out: dict[str, list[float]] = {}
+    model.train()
+    for side, stack in stacks.items():  # encoder first: the decoder is profiled on the profiled encoder
+        omegas, ratio = [], 1.0
+        for sublayer in stack.sublayers():
+            if sublayer.residual_scale is not None:
+                sublayer.residual_scale.set_(ratio)
+            omega = ratio if sublayer.residual_scale is not None else 1.0
+            seen = {}
+            hooks = [
+                sublayer.register_forward_pre_hook(lambda m, a, seen=seen: seen.setdefault("x", a[0])),
+                sublayer.layer_norm.register_forward_pre_hook(
+                    lambda m, a, seen=seen: seen.setdefault("z", a[0])
+                ),
+            ]
+            torch.manual_seed(seed)
+            with torch.no_grad():
+                model(
+                    input_ids=batch["input_ids"],
+                    attention_mask=batch["attention_mask"],
+                    decoder_input_ids=decoder_input_ids,
+                )
+            for hook in hooks:
+                hook.remove()
+            x, f = seen["x"], seen["z"] - omega * seen["x"]
+            mask = masks[side]
+            ratio = math.sqrt(
+                (omega * x)[mask].double().var(unbiased=False).item()
+                + f[mask].double().var(unbiased=False).item()
+            )
+            omegas.append(omega)
+        out[side] = omegas
+    return out
+
+
+@pytest.mark.parametrize("layers", [(4, 3), (2, 2)])
+def test_profiling_is_progressive_like_a_step_by_step_recomputation(layers: tuple[int, int]) -> None:
+    batch = profiling_batch(seed=2)
+    model = tiny_model(
+        seed=4, residual_scaling="admin", encoder_layers=layers[0], decoder_layers=layers[1], dropout=0.1
+    )
+    profiled = admin_profile(model, batch, seed=7)
+    expected = _stepwise_omegas(model, batch, seed=7)
+    assert_omegas_close(profiled, expected, rel=1e-4)
+    # the one-pass reading (every ω = 1 while recording) gives different values: the test can tell them apart
+    recorded = {"encoder": {}, "decoder": {}}
+
+    def record(sublayer, inputs, output):
+        mask = batch["attention_mask"].bool() if sublayer.side == "encoder" else batch["labels"].ne(-100)
+        recorded[sublayer.side][sublayer.index] = (
+            inputs[mask].var(unbiased=False).item(),
+            output[mask].var(unbiased=False).item(),
+        )
+
+    stacks = {"encoder": model.model.encoder, "decoder": model.model.decoder}
+    for stack in stacks.values():
+        for sublayer in stack.sublayers():
+            sublayer.recorder = record
+            if sublayer.residual_scale is not None:
+                sublayer.residual_scale.set_(1.0)
+    torch.manual_seed(7)
+    with torch.no_grad():
+        model(
+            input_ids=batch["input_ids"],
+            attention_mask=batch["attention_mask"],
+            decoder_input_ids=model.prepare_decoder_input_ids_from_labels(batch["labels"]),
+        )
+    for side, stack in stacks.items():
+        stats = [recorded[side][s.index] for s in stack.sublayers()]
+        one_pass = omega_recursion([v[0] for v in stats], [v[1] for v in stats])
+        assert max(abs(a / b - 1) for a, b in zip(one_pass, profiled[side], strict=True)) > 1e-3, side
+        for sublayer in stack.sublayers():
+            sublayer.recorder = None
+
+
 def test_profiling_ignores_padding() -> None:
     model = tiny_model(seed=3, residual_scaling="admin")
     batch = profiling_batch()
