@@ -45,6 +45,10 @@ class DeepNMTTrainer(Seq2SeqTrainer):
     - Checkpoints are written into ``<output_dir>/.saving/checkpoint-N`` and renamed to
       ``<output_dir>/checkpoint-N`` only when every file (and every rank's RNG state) is written, so a crash
       mid-save never leaves a ``checkpoint-N`` that `--resume` or `from_pretrained` would take for complete.
+    - `max_tokens` (fairseq's ``--max-tokens``): the training batches come from `batching.TokenBudgetBatchSampler`
+      (padded source and target size ≤ max_tokens per process; every rank its own batches, reproducible from
+      the seed); `per_device_train_batch_size` is then ignored for training. `train_lengths` may hand over the
+      (source, target) length arrays; otherwise they are read from the dataset's token columns.
     - Models with collapse-reducing losses (deep-decoder-cad-crt eq. 9-11) return `nll_loss`, `ddr_loss` and
       `ald_loss` next to the total `loss`; every training log line then carries each component's mean over
       the steps since the previous log line, under those names.
@@ -55,8 +59,16 @@ class DeepNMTTrainer(Seq2SeqTrainer):
       cheap int32 column, instead of loading every ``input_ids`` list to measure it.
     """
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *args: Any,
+        max_tokens: int | None = None,
+        train_lengths: tuple[Any, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(*args, **kwargs)
+        self.max_tokens = max_tokens
+        self.train_lengths = train_lengths
         self._component_sums: dict[str, float] = {}
         self._component_counts: dict[str, int] = {}
         self._saving_into: Path | None = None
@@ -160,6 +172,43 @@ class DeepNMTTrainer(Seq2SeqTrainer):
                     self._component_sums[name] = self._component_sums.get(name, 0.0) + float(value.detach())
                     self._component_counts[name] = self._component_counts.get(name, 0) + 1
         return (loss, outputs) if return_outputs else loss
+
+    def get_train_dataloader(self) -> Any:
+        """The Trainer's loader, or with `max_tokens` one over `TokenBudgetBatchSampler` batches."""
+        if self.max_tokens is None:
+            return super().get_train_dataloader()
+        from torch.utils.data import DataLoader
+
+        from ..batching import TokenBudgetBatchSampler, dataset_lengths
+
+        if self.train_dataset is None:
+            raise ValueError("Trainer: training requires a train_dataset.")
+        lengths = self.train_lengths or dataset_lengths(self.train_dataset)
+        sampler = TokenBudgetBatchSampler(
+            *lengths,
+            max_tokens=self.max_tokens,
+            seed=self.args.seed,
+            num_replicas=self.args.world_size,
+            rank=self.args.process_index,
+        )
+        dataset = self.train_dataset
+        if isinstance(dataset, datasets.Dataset):
+            dataset = self._remove_unused_columns(dataset, description="Training")
+        loader = self.accelerator.prepare(
+            DataLoader(
+                dataset,
+                batch_sampler=sampler,
+                collate_fn=self.data_collator,
+                num_workers=self.args.dataloader_num_workers,
+                pin_memory=self.args.dataloader_pin_memory,
+            )
+        )
+        # the sampler is already rank-aware: make accelerate's batch-sampler shard a passthrough (as the
+        # Trainer does for its own rank-aware BatchRebalanceSampler)
+        shard = getattr(loader, "batch_sampler", None)
+        if shard is not None and getattr(shard, "batch_sampler", None) is sampler:
+            shard.num_processes, shard.process_index = 1, 0
+        return loader
 
     def _get_output_dir(self, trial: Any) -> str:
         if self._saving_into is not None:

@@ -1,0 +1,151 @@
+"""Token-budget batches (fairseq's ``--max-tokens``): as many sentence pairs per batch as fit a padded budget.
+
+Every paper of this project trains with fairseq-style batches of a token budget (3.5k-8k per GPU in
+admin-very-deep-transformers-nmt, prenorm-dlcl, recurrent-shared-layers; 25k tokens in dsinit-merged-attention)
+rather than a fixed number of sentences. fairseq's semantics (`data_utils.batch_by_size` with
+`LanguagePairDataset.num_tokens = max(src_len, tgt_len)`): the examples are ordered by length, then cut greedily
+into batches whose *padded* size, batch size × longest example, stays ≤ ``max_tokens`` on the source side and on
+the target side; the batches are then shuffled.
+
+`TokenBudgetBatchSampler` does that per epoch from ``(seed, epoch)``: a seeded permutation breaks length ties, a
+stable sort by (target, source) length orders the examples, the greedy cut makes the batches, and a second seeded
+permutation orders the batches. Under DDP (``num_replicas`` > 1) the batch list is padded to a multiple of
+``num_replicas`` by repeating its first batches (every rank runs the same number of steps) and rank r takes
+batches r, r + R, r + 2R, ... — every rank a different batch, the same on every run with the same seed.
+Gradient accumulation needs nothing special: each batch is one micro-batch, and `DeepNMTTrainer`'s token-exact
+loss scaling weights them by their target tokens.
+
+The lengths come in as arrays (``numpy`` or any sequence), so a large Arrow dataset can hand them over from its
+length columns without materialising examples (`dataset_lengths` reads them from the token columns with
+pyarrow).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import numpy as np
+from torch.utils.data import Sampler
+
+
+class TokenBudgetBatchSampler(Sampler[list[int]]):
+    """Batches of dataset indices whose padded source and target size each stay ≤ `max_tokens`.
+
+    Args:
+        source_lengths: tokens of each example's source (with EOS), any 1-d integer array.
+        target_lengths: tokens of each example's target; None uses the source lengths.
+        max_tokens: the budget per batch (per process): batch size × longest example ≤ max_tokens, each side.
+        max_sentences: optional cap on the examples per batch (fairseq's ``--batch-size`` next to
+            ``--max-tokens``).
+        shuffle: False keeps the length order and the batch order (deterministic, for evaluation).
+        seed: the epoch's order comes from (seed, epoch); call `set_epoch` each epoch (the Trainer does).
+        num_replicas, rank: the DDP split (rank takes every num_replicas-th batch).
+
+    Raises ValueError naming the first example longer than `max_tokens` (fairseq raises there too; truncate with
+    the max source/target length or raise the budget).
+    """
+
+    def __init__(
+        self,
+        source_lengths: Sequence[int] | np.ndarray,
+        target_lengths: Sequence[int] | np.ndarray | None = None,
+        *,
+        max_tokens: int,
+        max_sentences: int | None = None,
+        shuffle: bool = True,
+        seed: int = 0,
+        num_replicas: int = 1,
+        rank: int = 0,
+    ) -> None:
+        if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
+            raise ValueError(f"max_tokens={max_tokens!r} must be a positive integer")
+        if max_sentences is not None and (not isinstance(max_sentences, int) or max_sentences < 1):
+            raise ValueError(f"max_sentences={max_sentences!r} must be a positive integer (or None)")
+        if not isinstance(num_replicas, int) or num_replicas < 1 or not 0 <= rank < num_replicas:
+            raise ValueError(f"rank={rank!r} must lie in [0, num_replicas={num_replicas!r})")
+        self.source_lengths = np.asarray(source_lengths, dtype=np.int64).reshape(-1)
+        self.target_lengths = (
+            self.source_lengths
+            if target_lengths is None
+            else np.asarray(target_lengths, dtype=np.int64).reshape(-1)
+        )
+        if len(self.source_lengths) != len(self.target_lengths):
+            raise ValueError(
+                f"source_lengths ({len(self.source_lengths)}) and target_lengths ({len(self.target_lengths)}) "
+                "must have one entry per example"
+            )
+        if len(self.source_lengths) == 0:
+            raise ValueError("no examples: the lengths are empty")
+        longest = np.maximum(self.source_lengths, self.target_lengths)
+        too_long = np.flatnonzero(longest > max_tokens)
+        if too_long.size:
+            index = int(too_long[0])
+            raise ValueError(
+                f"example {index} has {int(self.source_lengths[index])} source / {int(self.target_lengths[index])} "
+                f"target tokens, more than max_tokens={max_tokens} ({too_long.size} such examples); raise "
+                "max_tokens or lower the max source/target length"
+            )
+        self.max_tokens = max_tokens
+        self.max_sentences = max_sentences
+        self.shuffle = shuffle
+        self.seed = seed
+        self.num_replicas = num_replicas
+        self.rank = rank
+        self.epoch = 0
+        self._num_batches = len(self._batches(0))  # the same every epoch: only ties are reordered
+
+    def set_epoch(self, epoch: int) -> None:
+        """Use epoch `epoch`'s order (the Trainer calls this at the start of every epoch)."""
+        self.epoch = int(epoch)
+
+    def _batches(self, epoch: int) -> list[np.ndarray]:
+        """All batches of one epoch (every rank's), in the order they are served."""
+        count = len(self.source_lengths)
+        rng = np.random.default_rng([self.seed, epoch])
+        order = rng.permutation(count) if self.shuffle else np.arange(count)
+        # stable sort by (target, source) length: equal lengths keep the random order above
+        order = order[np.lexsort((self.source_lengths[order], self.target_lengths[order]))]
+        batches: list[np.ndarray] = []
+        start, longest_src, longest_tgt = 0, 0, 0
+        for position, index in enumerate(order):
+            src, tgt = int(self.source_lengths[index]), int(self.target_lengths[index])
+            size = position - start + 1
+            new_src, new_tgt = max(longest_src, src), max(longest_tgt, tgt)
+            full = self.max_sentences is not None and size > self.max_sentences
+            if size > 1 and (full or size * new_src > self.max_tokens or size * new_tgt > self.max_tokens):
+                batches.append(order[start:position])
+                start, new_src, new_tgt = position, src, tgt
+            longest_src, longest_tgt = new_src, new_tgt
+        batches.append(order[start:])
+        if self.shuffle:
+            batches = [batches[i] for i in rng.permutation(len(batches))]
+        return batches
+
+    def __iter__(self) -> Iterator[list[int]]:
+        batches = self._batches(self.epoch)
+        total = -(-len(batches) // self.num_replicas) * self.num_replicas
+        batches = batches + batches[: total - len(batches)]
+        for batch in batches[self.rank :: self.num_replicas]:
+            yield batch.tolist()
+
+    def __len__(self) -> int:
+        return -(-self._num_batches // self.num_replicas)
+
+
+def dataset_lengths(
+    dataset: Any, columns: tuple[str, str] = ("input_ids", "labels")
+) -> tuple[np.ndarray, ...]:
+    """(source lengths, target lengths) of a tokenized dataset's token columns.
+
+    A `datasets.Dataset` without an indices mapping is read with pyarrow's `list_value_length` (no Python
+    objects per example); anything else row by row."""
+    data = getattr(dataset, "data", None)
+    if getattr(dataset, "_indices", None) is None and hasattr(data, "column"):
+        import pyarrow.compute as pc
+
+        return tuple(
+            pc.list_value_length(data.column(name)).to_numpy(zero_copy_only=False).astype(np.int64)
+            for name in columns
+        )
+    return tuple(np.array([len(row[name]) for row in dataset], dtype=np.int64) for name in columns)
