@@ -36,7 +36,10 @@ class DeepNMTConfig(PretrainedConfig):
     Shape fields (Transformers names): `vocab_size`, `d_model`, `encoder_layers`, `decoder_layers`,
     `encoder_attention_heads`, `decoder_attention_heads`, `encoder_ffn_dim`, `decoder_ffn_dim`,
     `max_position_embeddings`, `dropout`, `attention_dropout`, `activation_dropout`, `activation_function`,
-    `scale_embedding`, `layer_norm_eps`, special token ids, `tie_word_embeddings`.
+    `scale_embedding`, `layer_norm_eps`, special token ids, `tie_word_embeddings`,
+    `share_encoder_decoder_embeddings` (MarianConfig's name: False gives the decoder its own target embedding,
+    as in dsinit-merged-attention sec. 5 with separate vocabularies; `tie_word_embeddings` then ties the output
+    projection to the target embedding).
 
     `label_smoothing` is applied by the model's own loss (not by the Trainer), so that extra training losses
     computed in `forward` are kept when label smoothing is on.
@@ -145,6 +148,7 @@ class DeepNMTConfig(PretrainedConfig):
         unk_token_id: int | None = 1,
         decoder_start_token_id: int | None = None,
         tie_word_embeddings: bool = True,
+        share_encoder_decoder_embeddings: bool = True,
         use_cache: bool = True,
         is_encoder_decoder: bool = True,
         **kwargs: Any,
@@ -204,6 +208,7 @@ class DeepNMTConfig(PretrainedConfig):
             pad_token_id if decoder_start_token_id is None else decoder_start_token_id
         )
         self.tie_word_embeddings = tie_word_embeddings
+        self.share_encoder_decoder_embeddings = share_encoder_decoder_embeddings
         self.use_cache = use_cache
         self.check()
 

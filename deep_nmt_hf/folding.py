@@ -4,7 +4,9 @@
     pre-LN                                     → PegasusForConditionalGeneration
 
 Why these classes: both use exactly our sinusoidal table (sin half, cos half, positions from 0), scale the word
-embeddings by sqrt(d_model) when `scale_embedding`, share one embedding between encoder, decoder and output, use
+embeddings by sqrt(d_model) when `scale_embedding`, share one embedding between encoder, decoder and output (Marian
+can also hold separate source / target embeddings and an untied output projection; Pegasus an untied output
+projection only — other cases raise NotFoldableError), use
 LayerNorm with eps 1e-5, and have no other parameters (Marian's `final_logits_bias` is set to zero). Pegasus is
 pre-LN with a final LayerNorm on encoder and decoder; M2M100 is pre-LN too but uses fairseq's padding-aware
 position table, so it would not be exact.
@@ -76,6 +78,12 @@ def check_foldable(config) -> None:
             problems.append(
                 f"{side}_reinject_input=True (re-injecting the input between loops has no stock equivalent)"
             )
+    if not getattr(config, "share_encoder_decoder_embeddings", True) and config.layer_norm_position == "pre":
+        problems.append(
+            "share_encoder_decoder_embeddings=False with layer_norm_position='pre' (PegasusForConditionalGeneration,"
+            " the stock pre-LN class, has one embedding for encoder and decoder; MarianMTModel, which can hold two,"
+            " is post-LN)"
+        )
     if config.layer_norm_eps != STOCK_LAYER_NORM_EPS:
         problems.append(f"layer_norm_eps={config.layer_norm_eps} (stock classes use {STOCK_LAYER_NORM_EPS})")
     if problems:
@@ -115,7 +123,8 @@ def stock_config(config) -> MarianConfig | PegasusConfig:
     )
     if config.layer_norm_position == "pre":
         return PegasusConfig(**common)
-    return MarianConfig(**common, share_encoder_decoder_embeddings=True)
+    shared = getattr(config, "share_encoder_decoder_embeddings", True)
+    return MarianConfig(**common, share_encoder_decoder_embeddings=shared)
 
 
 def _scale_of(sublayer: nn.Module) -> torch.Tensor | None:
@@ -178,6 +187,11 @@ def _stock_state_dict(model: PreTrainedModel) -> dict[str, torch.Tensor]:
         "model.decoder.embed_tokens.weight": shared,
         "lm_head.weight": model.lm_head.weight,
     }
+    if (
+        base.decoder_embed_tokens is not None
+    ):  # untied source / target: Marian's share_encoder_decoder_embeddings=False
+        del state["model.shared.weight"]
+        state["model.decoder.embed_tokens.weight"] = base.decoder_embed_tokens.weight
     attn_names = ("q_proj", "k_proj", "v_proj", "out_proj")
     d_model = base.config.d_model
     zeros = {"weight": torch.zeros(d_model, d_model), "bias": torch.zeros(d_model)}

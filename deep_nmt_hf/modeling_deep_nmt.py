@@ -719,8 +719,12 @@ class DeepNMTModel(DeepNMTPreTrainedModel):
     def __init__(self, config: DeepNMTConfig) -> None:
         super().__init__(config)
         self.shared = nn.Embedding(config.vocab_size, config.d_model, config.pad_token_id)
+        # share_encoder_decoder_embeddings=False: the decoder reads its own target embedding
+        self.decoder_embed_tokens = None
+        if not getattr(config, "share_encoder_decoder_embeddings", True):
+            self.decoder_embed_tokens = nn.Embedding(config.vocab_size, config.d_model, config.pad_token_id)
         self.encoder = DeepNMTEncoder(config, self.shared)
-        self.decoder = DeepNMTDecoder(config, self.shared)
+        self.decoder = DeepNMTDecoder(config, self.decoder_embed_tokens or self.shared)
         self.post_init()
 
     def get_input_embeddings(self) -> nn.Embedding:
@@ -729,7 +733,8 @@ class DeepNMTModel(DeepNMTPreTrainedModel):
     def set_input_embeddings(self, value: nn.Embedding) -> None:
         self.shared = value
         self.encoder.set_embed_tokens(value)
-        self.decoder.set_embed_tokens(value)
+        if self.decoder_embed_tokens is None:
+            self.decoder.set_embed_tokens(value)
 
     def get_encoder(self) -> DeepNMTEncoder:
         return self.encoder
@@ -823,13 +828,16 @@ def default_generation_config(config: DeepNMTConfig) -> GenerationConfig:
 
 
 class DeepNMTForConditionalGeneration(DeepNMTPreTrainedModel, GenerationMixin):
-    """DeepNMTModel plus the output projection (tied to the shared embedding when `tie_word_embeddings`)."""
+    """DeepNMTModel plus the output projection (tied to the target embedding when `tie_word_embeddings`: the
+    shared one, or the decoder's own with `share_encoder_decoder_embeddings=False`)."""
 
     _tied_weights_keys = {"lm_head.weight": "model.shared.weight"}
 
     def __init__(self, config: DeepNMTConfig) -> None:
         super().__init__(config)
         self.model = DeepNMTModel(config)
+        if self.model.decoder_embed_tokens is not None:  # the output projection ties to the target embedding
+            self._tied_weights_keys = {"lm_head.weight": "model.decoder_embed_tokens.weight"}
         self.lm_head = nn.Linear(config.d_model, config.vocab_size, bias=False)
         self.lm_head.init_name = OUTPUT_PROJECTION  # untied: N(0, d^-1/2) like fairseq (initialization.py)
         self.post_init()
