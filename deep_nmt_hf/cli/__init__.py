@@ -1,4 +1,4 @@
-"""The `deep-nmt` command: train, evaluate, translate, demo, push, fold, export, plot, data, preprocess.
+"""The `deep-nmt` command: train, evaluate, translate, demo, push, fold, export, plot, data, preprocess, average.
 
 Every subcommand explains its flags with ``--help``. Errors (bad paths, missing splits, bad data, invalid
 config values) print one ``error: ...`` line on stderr and exit with code 2, leaving no output directory behind.
@@ -13,14 +13,14 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from . import demo, evaluate, preprocess, push, tools
+from . import average, demo, evaluate, preprocess, push, tools
 from . import train as train_command
 from .common import EXIT_ERROR, _HelpFormatter, _setup_logging, complete_package_import, precheck
 from .train import CHOICE_FLAGS
 
 __all__ = ["CHOICE_FLAGS", "EXIT_ERROR", "build_parser", "main"]
 
-COMMAND_GROUPS = (train_command, evaluate, demo, push, tools, preprocess)
+COMMAND_GROUPS = (train_command, evaluate, demo, push, tools, preprocess, average)
 
 
 def _parser_and_handlers() -> tuple[argparse.ArgumentParser, dict[str, Callable[[argparse.Namespace], int]]]:
