@@ -446,6 +446,7 @@ def render_model_card(
         num_beams=(record.get("hyperparameters") or {}).get("num_beams"),
         training_rows=_training_rows(record, hub_dataset or dataset_name),
         hyperparameters=hyperparameters,
+        recipe=_recipe_rows(record.get("recipe")),
         repo_id=repo_id or "path/to/model",
         example_source=_example_source(synthetic),
         code_files=list(code_files or []),
@@ -454,6 +455,25 @@ def render_model_card(
     )
     template = (CARD_DIR / "card.md.j2").read_text(encoding="utf-8")
     return ModelCard.from_template(card_data, template_str=template, **context)
+
+
+def _recipe_rows(recipe: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The recipe section of the card (metrics.json "recipe": name, value / used / source per setting)."""
+    if not recipe:
+        return None
+    rows = []
+    for name, entry in recipe.get("settings", {}).items():
+        used = entry.get("used", entry.get("value"))
+        rows.append(
+            {
+                "field": name,
+                "value": _fmt(entry.get("value")),
+                "used": _fmt(used),
+                "overridden": used != entry.get("value"),
+                "source": entry.get("source", ""),
+            }
+        )
+    return {"name": recipe.get("name"), "rows": rows}
 
 
 def _example_source(synthetic: bool) -> str:

@@ -93,13 +93,13 @@ def set_length_penalty(generation_config: GenerationConfig, alpha: float, form: 
 
 
 def generation_kwargs(generation_config: GenerationConfig) -> dict[str, Any]:
-    """Extra `generate` kwargs a saved generation config asks for: the GNMT hook for beam search when
-    ``length_penalty_form == "gnmt"``, nothing otherwise."""
+    """Extra `generate` kwargs a saved generation config asks for: the GNMT hook when ``length_penalty_form ==
+    "gnmt"``, nothing otherwise. Pass them for beam search only (num_beams > 1): the hook is a beam search."""
     form = getattr(generation_config, "length_penalty_form", "fairseq") or "fairseq"
     if form not in LENGTH_PENALTY_FORMS:
         raise ValueError(
             f"generation_config.length_penalty_form={form!r}; valid: {', '.join(LENGTH_PENALTY_FORMS)}"
         )
-    if form == "gnmt" and (generation_config.num_beams or 1) > 1:
+    if form == "gnmt":
         return {"custom_generate": gnmt_beam_search}
     return {}

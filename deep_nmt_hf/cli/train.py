@@ -38,9 +38,15 @@ def _add_train_flags(parser: argparse.ArgumentParser) -> None:
 
     model = parser.add_argument_group("model (unset flags keep the variant's defaults)")
     model.add_argument(
+        "--recipe",
+        help="a paper's training recipe by name (admin, dsinit_matt, dlcl, shared_layers, deep_decoder, marian): "
+        "variant, optimizer, lr, warmup, dropouts, token batches, clipping, beam, length penalty, averaging, "
+        "embedding sharing; printed at start; flags given explicitly win",
+    )
+    model.add_argument(
         "--variant",
-        default="deep_nmt",
-        help=f"model type / preset config class; one of: {', '.join(_variant_names())}",
+        help=f"model type / preset config class (default: deep_nmt, or the recipe's); one of: "
+        f"{', '.join(_variant_names())}",
     )
     model.add_argument(
         "--preset", help="a named shape preset of the variant (e.g. tiny, 6L-6L; see the config)"
@@ -73,7 +79,9 @@ def _add_train_flags(parser: argparse.ArgumentParser) -> None:
         "repeatable",
     )
     model.add_argument(
-        "--label-smoothing", type=float, default=0.1, help="label smoothing of the model's loss"
+        "--label-smoothing",
+        type=float,
+        help="label smoothing of the model's loss (default: 0.1, or the recipe's)",
     )
 
     tok = parser.add_argument_group("tokenizer")
@@ -97,11 +105,44 @@ def _add_train_flags(parser: argparse.ArgumentParser) -> None:
     run.add_argument(
         "--eval-batch-size", type=int, help="sentences per evaluation batch (default: --batch-size)"
     )
+    run.add_argument("--lr", type=float, help="peak learning rate (default: 5e-4, or the recipe's)")
     run.add_argument(
-        "--lr", type=float, default=5e-4, help="peak learning rate (Adam β=(0.9, 0.98), no decay)"
+        "--warmup-steps",
+        type=int,
+        help="linear warmup, then inverse square root (default: 4000, or the recipe's)",
     )
-    run.add_argument("--warmup-steps", type=int, default=4000, help="linear warmup, then inverse square root")
-    run.add_argument("--max-grad-norm", type=float, default=1.0, help="gradient clipping norm")
+    run.add_argument(
+        "--max-grad-norm",
+        type=float,
+        help="gradient clipping norm, 0 = no clipping (default: 1.0, or the recipe's)",
+    )
+    run.add_argument(
+        "--optimizer", choices=("adam", "adamw", "radam"), help="optimizer (default: adam, or the recipe's)"
+    )
+    run.add_argument("--adam-beta1", type=float, help="β1 (default: 0.9, or the recipe's)")
+    run.add_argument("--adam-beta2", type=float, help="β2 (default: 0.98, or the recipe's)")
+    run.add_argument("--adam-epsilon", type=float, help="ε (default: 1e-8, or the recipe's)")
+    run.add_argument("--weight-decay", type=float, help="weight decay (default: 0, or the recipe's)")
+    run.add_argument(
+        "--max-tokens",
+        type=int,
+        help="token-budget batches (fairseq's --max-tokens): padded source and target size per batch and "
+        "process <= N; replaces --batch-size for training (default: sentence batches, or the recipe's)",
+    )
+    run.add_argument(
+        "--length-penalty", type=float, help="beam-search length penalty α (default: 1.0, or the recipe's)"
+    )
+    run.add_argument(
+        "--length-penalty-form",
+        choices=("fairseq", "gnmt"),
+        help="fairseq = Transformers' len^α, gnmt = ((5+len)/6)^α (default: fairseq, or the recipe's)",
+    )
+    run.add_argument(
+        "--average-last-checkpoints",
+        type=int,
+        metavar="N",
+        help="final model = average of the last N checkpoints (default: none, or the recipe's)",
+    )
     run.add_argument(
         "--eval-steps", type=int, help="evaluate (beam search, BLEU) every N steps (default: at end)"
     )
@@ -128,7 +169,9 @@ def _add_train_flags(parser: argparse.ArgumentParser) -> None:
     run.add_argument("--save-total-limit", type=int, default=2, help="checkpoints kept")
     run.add_argument("--logging-steps", type=int, default=50, help="log the training loss every N steps")
     run.add_argument(
-        "--num-beams", type=int, default=4, help="beam size for evaluation and generation_config"
+        "--num-beams",
+        type=int,
+        help="beam size for evaluation and generation_config (default: 4, or the recipe's)",
     )
     run.add_argument("--seed", type=int, default=42, help="random seed")
     run.add_argument(
@@ -244,7 +287,27 @@ def _config_overrides(args: argparse.Namespace) -> dict[str, Any]:
 def _cmd_train(args: argparse.Namespace) -> int:
     from ..training import TrainingOptions, train
 
-    options = TrainingOptions(
+    explicit = dict(
+        variant=args.variant,
+        label_smoothing=args.label_smoothing,
+        learning_rate=args.lr,
+        warmup_steps=args.warmup_steps,
+        max_grad_norm=args.max_grad_norm,
+        num_beams=args.num_beams,
+        optimizer=args.optimizer,
+        adam_beta1=args.adam_beta1,
+        adam_beta2=args.adam_beta2,
+        adam_epsilon=args.adam_epsilon,
+        weight_decay=args.weight_decay,
+        max_tokens=args.max_tokens,
+        length_penalty=args.length_penalty,
+        length_penalty_form=args.length_penalty_form,
+        average_last_checkpoints=args.average_last_checkpoints,
+    )
+    # flags left unset take the recipe's value, then TrainingOptions' default
+    options = TrainingOptions.from_recipe(
+        args.recipe,
+        **{key: value for key, value in explicit.items() if value is not None},
         output_dir=str(args.output_dir),
         data_source=_data_source(args),
         src_lang=args.src_lang,
@@ -252,7 +315,6 @@ def _cmd_train(args: argparse.Namespace) -> int:
         train_split=args.train_split,
         valid_split=args.valid_split,
         test_split=args.test_split,
-        variant=args.variant,
         preset=args.preset,
         tokenizer_dir=str(args.tokenizer) if args.tokenizer else None,
         vocab_size=args.vocab_size,
@@ -260,8 +322,6 @@ def _cmd_train(args: argparse.Namespace) -> int:
         max_target_length=args.max_target_length,
         batch_size=args.batch_size,
         eval_batch_size=args.eval_batch_size,
-        learning_rate=args.lr,
-        warmup_steps=args.warmup_steps,
         max_steps=args.max_steps,
         num_train_epochs=args.epochs,
         eval_steps=args.eval_steps,
@@ -271,10 +331,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
         max_eval_samples=args.max_eval_samples,
         max_train_samples=args.max_train_samples,
         final_eval_samples=args.final_eval_samples,
-        num_beams=args.num_beams,
         seed=args.seed,
-        label_smoothing=args.label_smoothing,
-        max_grad_norm=args.max_grad_norm,
         gradient_checkpointing=args.gradient_checkpointing,
         overwrite=args.overwrite,
         resume=args.resume,

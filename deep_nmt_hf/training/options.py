@@ -42,6 +42,14 @@ class TrainingOptions:
     `tokenizer_sample` trains the tokenizer on that many pairs drawn with `seed` (default: every pair).
     `streaming` reads the training split as an `IterableDataset` (no Arrow copy; shuffled in a buffer of
     `shuffle_buffer_size` pairs; needs `max_steps`).
+
+    Recipe fields (issue #14; `TrainingOptions.from_recipe` fills them from `deep_nmt_hf.recipes`):
+    `optimizer` (adam / adamw / radam) with `adam_beta1`, `adam_beta2`, `adam_epsilon`, `weight_decay`;
+    `max_grad_norm` 0 = no clipping; `max_tokens` (fairseq's --max-tokens: token-budget batches per process
+    instead of `batch_size` sentences); `length_penalty` and `length_penalty_form` ("fairseq" = Transformers'
+    len^α, "gnmt" = ((5+len)/6)^α) saved in generation_config.json with `num_beams`;
+    `average_last_checkpoints` N: the final model is the average of the last N checkpoints (if that many were
+    written; `save_total_limit` is raised to N). `recipe` names the recipe the values came from (recorded).
     """
 
     output_dir: str
@@ -91,6 +99,24 @@ class TrainingOptions:
     cache_dir: str | None = None
     streaming: bool = False
     shuffle_buffer_size: int = 10_000
+    recipe: str | None = None
+    optimizer: str = "adam"
+    adam_beta1: float = ADAM_BETAS[0]
+    adam_beta2: float = ADAM_BETAS[1]
+    adam_epsilon: float = 1e-8
+    weight_decay: float = 0.0
+    max_tokens: int | None = None
+    length_penalty: float = 1.0
+    length_penalty_form: str = "fairseq"
+    average_last_checkpoints: int | None = None
+
+    @classmethod
+    def from_recipe(cls, recipe: str | None, **explicit: Any) -> TrainingOptions:
+        """Options from a named recipe (`deep_nmt_hf.recipes`), then `explicit` fields on top (they win)."""
+        from ..recipes import recipe_options
+
+        values = recipe_options(recipe) if recipe is not None else {}
+        return cls(**{**values, **explicit, "recipe": recipe})
 
     def __post_init__(self) -> None:
         positive = ("vocab_size", "max_source_length", "max_target_length", "batch_size", "save_steps")
@@ -128,6 +154,28 @@ class TrainingOptions:
                 "streaming=True needs max_steps > 0: a streamed corpus has no length, so epochs cannot be "
                 "counted (give --max-steps)"
             )
+        if self.max_grad_norm < 0:
+            raise ValueError(f"max_grad_norm={self.max_grad_norm} must be >= 0 (0: no clipping)")
+        for name in ("max_tokens", "average_last_checkpoints"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+                raise ValueError(f"{name}={value!r} must be a positive integer (or None)")
+        if self.weight_decay < 0:
+            raise ValueError(f"weight_decay={self.weight_decay} must be >= 0")
+        from ..length_penalty import LENGTH_PENALTY_FORMS
+        from ..optimizers import optimizer_cls_and_kwargs
+
+        optimizer_cls_and_kwargs(
+            self.optimizer, self.learning_rate, (self.adam_beta1, self.adam_beta2), self.adam_epsilon
+        )  # validates optimizer, betas, eps
+        if self.length_penalty_form not in LENGTH_PENALTY_FORMS:
+            raise ValueError(
+                f"length_penalty_form={self.length_penalty_form!r}; valid: {', '.join(LENGTH_PENALTY_FORMS)}"
+            )
+        if self.recipe is not None:
+            from ..recipes import get_recipe
+
+            get_recipe(self.recipe)
         if isinstance(self.skip_nonfinite_batches, bool) or self.skip_nonfinite_batches < 0:
             raise ValueError(
                 f"skip_nonfinite_batches={self.skip_nonfinite_batches!r} must be an integer >= 0"
@@ -144,18 +192,26 @@ class TrainingOptions:
 
 
 def nmt_recipe(
-    learning_rate: float, warmup_steps: int, max_grad_norm: float = 1.0, sampling: str = "group_by_length"
+    learning_rate: float,
+    warmup_steps: int,
+    max_grad_norm: float = 1.0,
+    sampling: str = "group_by_length",
+    betas: tuple[float, float] = ADAM_BETAS,
+    epsilon: float = 1e-8,
+    weight_decay: float = 0.0,
 ) -> dict[str, Any]:
     """The Transformer NMT recipe as `Seq2SeqTrainingArguments` fields: Adam β = (0.9, 0.98) without weight
-    decay, linear warmup then inverse square root, gradient clipping, length-grouped batches. Label smoothing
-    stays 0 here: it is in the model's loss (config.label_smoothing), so extra loss terms are kept."""
+    decay, linear warmup then inverse square root, gradient clipping (0: none), length-grouped batches. Label
+    smoothing stays 0 here: it is in the model's loss (config.label_smoothing), so extra loss terms are kept.
+    The optimizer class itself is chosen with `optimizers.optimizer_cls_and_kwargs`."""
     return dict(
         learning_rate=learning_rate,
         lr_scheduler_type="inverse_sqrt",
         warmup_steps=warmup_steps,
-        adam_beta1=ADAM_BETAS[0],
-        adam_beta2=ADAM_BETAS[1],
-        weight_decay=0.0,
+        adam_beta1=betas[0],
+        adam_beta2=betas[1],
+        adam_epsilon=epsilon,
+        weight_decay=weight_decay,
         max_grad_norm=max_grad_norm,
         label_smoothing_factor=0.0,
         train_sampling_strategy=sampling,  # 4.x: group_by_length=True

@@ -30,12 +30,15 @@ from ..admin import AdminProfilingCallback
 from ..configuration_deep_nmt import DeepNMTConfig
 from ..data import ReadReport
 from ..generation_settings import translation_generation_config
+from ..length_penalty import set_length_penalty
+from ..optimizers import optimizer_cls_and_kwargs
 from ..preprocessing import cached_tokenizer
+from ..recipes import describe, recipe_config, recipe_record
 from ..sharding import shard_model, shard_summary
 from .divergence import DivergenceCallback, TrainingDivergedError
 from .inputs import _load_training_data, build_config, load_split, resolve_variant, tokenize_dataset
 from .metrics import compute_translation_metrics, make_compute_metrics
-from .options import ADAM_BETAS, TrainingOptions, nmt_recipe
+from .options import TrainingOptions, nmt_recipe
 from .staging import METRICS_FILE, SAVING_DIR, _check_output_dir, _partial_dir, staged_output_dir
 from .trainer import DeepNMTTrainer
 from .translation import translate
@@ -116,6 +119,9 @@ def train(
     system all ranks share. Non-zero ranks return ``{"process_index": rank, "global_step": ...}``.
     """
     config_overrides = dict(config_overrides or {})
+    if options.recipe is not None:  # the recipe's config fields under the explicit ones
+        config_overrides = {**recipe_config(options.recipe), **config_overrides}
+        logger.info("%s", describe(options.recipe, _recipe_values_used(options, config_overrides)))
     config_class, model_class = resolve_variant(options.variant)
     distributed = _init_distributed()
     if options.fsdp and distributed is None:
@@ -186,6 +192,44 @@ def train(
         return _train_in(options, staging, *inputs)
 
 
+def _recipe_values_used(options: TrainingOptions, config_overrides: dict[str, Any]) -> dict[str, Any]:
+    """The value of every recipe field this run uses (options, then config fields)."""
+    return {**config_overrides, **asdict(options)}
+
+
+def set_generation_settings(model: PreTrainedModel, options: TrainingOptions) -> None:
+    """Beam size, length penalty (value and form) and maximum length of the saved generation_config.json: the
+    recipe's values on `generation_settings.translation_generation_config`."""
+    generation_config = translation_generation_config(
+        model.config, num_beams=options.num_beams, max_length=options.max_target_length + 1
+    )
+    set_length_penalty(generation_config, options.length_penalty, options.length_penalty_form)
+    model.generation_config = generation_config
+
+
+def _average_checkpoints_into(model: PreTrainedModel, staging: Path, last: int) -> list[str]:
+    """Load the mean of the last `last` checkpoints into `model`; the names averaged ([] if too few exist)."""
+    from ..averaging import average_weights, find_checkpoints
+
+    checkpoints = find_checkpoints(staging)[-last:]
+    if len(checkpoints) < last:
+        logger.warning(
+            "average_last_checkpoints=%d: only %d checkpoint(s) written; keeping the final weights",
+            last,
+            len(checkpoints),
+        )
+        return []
+    weights = average_weights(checkpoints)
+    missing, unexpected = model.load_state_dict(weights, strict=False)
+    tied = set(getattr(model, "all_tied_weights_keys", {}) or {})
+    if unexpected or set(missing) - tied:
+        raise RuntimeError(
+            f"averaged checkpoints do not match the model: missing {missing}, unexpected {unexpected}"
+        )
+    logger.info("final model = average of %s", ", ".join(p.name for p in checkpoints))
+    return [p.name for p in checkpoints]
+
+
 def _init_distributed() -> Any:
     """accelerate's `PartialState` when launched with several processes (WORLD_SIZE > 1), else None.
 
@@ -220,7 +264,7 @@ def _train_in(
         config.admin_profiled = bool(saved.get("admin_profiled", config.admin_profiled))
     set_seed(options.seed)
     model = model_class(config)
-    model.generation_config = translation_generation_config(config, num_beams=options.num_beams)
+    set_generation_settings(model, options)
     if options.fsdp:
         model = shard_model(model)  # every rank keeps its Shard(0) slice of every parameter
 
@@ -251,7 +295,13 @@ def _train_in(
         per_device_train_batch_size=options.batch_size,
         per_device_eval_batch_size=options.eval_batch_size or options.batch_size,
         **nmt_recipe(
-            options.learning_rate, options.warmup_steps, options.max_grad_norm, options.train_sampling
+            options.learning_rate,
+            options.warmup_steps,
+            options.max_grad_norm,
+            options.train_sampling,
+            betas=(options.adam_beta1, options.adam_beta2),
+            epsilon=options.adam_epsilon,
+            weight_decay=options.weight_decay,
         ),
         max_steps=options.max_steps,
         num_train_epochs=options.num_train_epochs,
@@ -260,7 +310,7 @@ def _train_in(
         eval_steps=options.eval_steps if evaluate_during else None,
         save_strategy="steps",
         save_steps=options.save_steps,
-        save_total_limit=options.save_total_limit,
+        save_total_limit=max(options.save_total_limit, options.average_last_checkpoints or 0),
         logging_strategy="steps",
         logging_steps=options.logging_steps,
         logging_first_step=True,
@@ -292,6 +342,13 @@ def _train_in(
         data_collator=DataCollatorForSeq2Seq(tokenizer, model=model, label_pad_token_id=-100),
         compute_metrics=make_compute_metrics(tokenizer, eval_refs) if evaluate_during else None,
         callbacks=callbacks,
+        optimizer_cls_and_kwargs=optimizer_cls_and_kwargs(
+            options.optimizer,
+            options.learning_rate,
+            (options.adam_beta1, options.adam_beta2),
+            options.adam_epsilon,
+        ),
+        max_tokens=options.max_tokens,
     )
     train_output = trainer.train(resume_from_checkpoint=resume_from)
     if divergence.diverged_at is not None:
@@ -319,6 +376,9 @@ def _train_in(
     else:
         model = trainer.model
     model.config.use_cache = True  # the Trainer sets it to args.use_cache (False) for training
+    averaged = []
+    if options.average_last_checkpoints:
+        averaged = _average_checkpoints_into(model, staging, options.average_last_checkpoints)
     scores: dict[str, dict[str, Any]] = {}
     final_splits = [(options.test_split, test_set)]
     if options.score_valid or test_set is None:
@@ -354,9 +414,14 @@ def _train_in(
         key: value for key, value in asdict(options).items() if key not in ("output_dir", "data_source")
     }
     hyperparameters.update(
-        optimizer="adamw (weight_decay=0, i.e. Adam)",
-        adam_betas=list(ADAM_BETAS),
-        weight_decay=0.0,
+        optimizer=options.optimizer,
+        adam_betas=[options.adam_beta1, options.adam_beta2],
+        adam_epsilon=options.adam_epsilon,
+        weight_decay=options.weight_decay,
+        batching=f"max_tokens={options.max_tokens}"
+        if options.max_tokens
+        else f"batch_size={options.batch_size}",
+        averaged_checkpoints=averaged,
         lr_scheduler="inverse_sqrt",
         train_sampling_strategy=options.train_sampling,
         world_size=trainer.args.world_size,
@@ -403,6 +468,11 @@ def _train_in(
             },  # fmt: skip
             "log_history": trainer.state.log_history,
             "hyperparameters": hyperparameters,
+            "recipe": (
+                recipe_record(options.recipe, _recipe_values_used(options, model.config.to_dict()))
+                if options.recipe is not None
+                else None
+            ),
             "model": _model_summary(model),
             "tokenizer": {
                 "vocab_size": len(tokenizer),

@@ -45,6 +45,7 @@ class DeepNMTTrainer(Seq2SeqTrainer):
     - Checkpoints are written into ``<output_dir>/.saving/checkpoint-N`` and renamed to
       ``<output_dir>/checkpoint-N`` only when every file (and every rank's RNG state) is written, so a crash
       mid-save never leaves a ``checkpoint-N`` that `--resume` or `from_pretrained` would take for complete.
+    - `optimizer_cls_and_kwargs` (`optimizers.optimizer_cls_and_kwargs`): Adam / AdamW / RAdam with β's and ε.
     - `max_tokens` (fairseq's ``--max-tokens``): the training batches come from `batching.TokenBudgetBatchSampler`
       (padded source and target size ≤ max_tokens per process; every rank its own batches, reproducible from
       the seed); `per_device_train_batch_size` is then ignored for training. `train_lengths` may hand over the
@@ -64,9 +65,13 @@ class DeepNMTTrainer(Seq2SeqTrainer):
         *args: Any,
         max_tokens: int | None = None,
         train_lengths: tuple[Any, Any] | None = None,
+        optimizer_cls_and_kwargs: tuple[type, dict[str, Any]] | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(*args, **kwargs)
+        # Trainer takes it, Seq2SeqTrainer does not forward it: set what Trainer.create_optimizer reads
+        if optimizer_cls_and_kwargs is not None:
+            self.optimizer_cls_and_kwargs = optimizer_cls_and_kwargs
         self.max_tokens = max_tokens
         self.train_lengths = train_lengths
         self._component_sums: dict[str, float] = {}

@@ -17,6 +17,7 @@ from transformers import (
     PreTrainedTokenizerBase,
 )
 
+from ..length_penalty import generation_kwargs
 from .inputs import load_split
 from .metrics import compute_translation_metrics
 
@@ -73,7 +74,9 @@ def translate(
                 limit = min(cap - 1, 2 * batch["input_ids"].shape[1] + 10)
             # max_length counts the decoder start token: the same bound as max_new_tokens=limit, without the
             # warning about max_new_tokens and the generation config's max_length both being set
-            output = model.generate(**batch, num_beams=num_beams, max_length=limit + 1)
+            # a saved GNMT length penalty (length_penalty.py) needs its beam-search hook
+            hook = generation_kwargs(model.generation_config) if num_beams > 1 else {}
+            output = model.generate(**batch, num_beams=num_beams, max_length=limit + 1, **hook)
             texts = tokenizer.batch_decode(output, skip_special_tokens=True)
             for k, text in zip(chunk, texts, strict=True):
                 results[todo[k]] = text.strip()

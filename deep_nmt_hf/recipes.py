@@ -1,0 +1,252 @@
+"""Each paper's training recipe by name, as data: `deep-nmt train --recipe admin` (explicit flags win).
+
+A recipe fills `TrainingOptions` fields (optimizer, β's, ε, learning rate, warmup, token batches, clipping, label
+smoothing, beam, length penalty, checkpoint averaging) and config fields (dropouts, embedding sharing) plus the
+variant, each value with where its paper says it — or, where the paper is silent, "our choice" and why. The values
+are the papers' WMT14 En-De base settings (per GPU); at toy scale (Multi30k on CPU) lower `max_tokens`, the
+warmup and the learning rate explicitly.
+
+Precedence (lowest first): `TrainingOptions` defaults / the variant's config defaults < the recipe < explicit
+options and config fields (`TrainingOptions.from_recipe`, `recipe_config`; the CLI passes only flags the user
+gave). `marian` is this project's recipe before issue #14 (the one every variant used to train with), kept as
+the baseline.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One recipe value and where it comes from (paper section, or "our choice: why")."""
+
+    value: Any
+    source: str
+
+
+# TrainingOptions fields a recipe may set; every other key is a config field (or "variant")
+OPTION_FIELDS = (
+    "variant",
+    "optimizer",
+    "adam_beta1",
+    "adam_beta2",
+    "adam_epsilon",
+    "weight_decay",
+    "learning_rate",
+    "warmup_steps",
+    "max_tokens",
+    "max_grad_norm",
+    "label_smoothing",
+    "num_beams",
+    "length_penalty",
+    "length_penalty_form",
+    "average_last_checkpoints",
+)
+
+_FAIRSEQ_SILENT = "paper silent; fairseq's default (the paper trains with fairseq)"
+
+
+def _shared_embeddings(source: str) -> dict[str, Setting]:
+    return {
+        "share_encoder_decoder_embeddings": Setting(True, source),
+        "tie_word_embeddings": Setting(True, source),
+    }
+
+
+RECIPES: dict[str, dict[str, Setting]] = {
+    "admin": {
+        "variant": Setting("admin", "admin-very-deep-transformers-nmt"),
+        "optimizer": Setting("radam", "sec. 4: 'RAdam is our optimizer'"),
+        "adam_beta1": Setting(0.9, "paper silent; fairseq Transformer recipe (Adam/RAdam β1 0.9)"),
+        "adam_beta2": Setting(0.98, "paper silent; fairseq Transformer recipe (β2 0.98)"),
+        "adam_epsilon": Setting(1e-8, _FAIRSEQ_SILENT),
+        "weight_decay": Setting(0.0, _FAIRSEQ_SILENT),
+        "learning_rate": Setting(1e-3, "footnote 8: lr 0.001 for WMT14 En-De (7e-4 for En-Fr)"),
+        "warmup_steps": Setting(4000, "footnote 8: 4000 warmup steps for En-De (8000 for En-Fr)"),
+        "max_tokens": Setting(3584, "footnote 8: max 3584 tokens per batch, following Ott et al. (2019)"),
+        "max_grad_norm": Setting(0.0, _FAIRSEQ_SILENT + " (--clip-norm 0: no clipping)"),
+        "label_smoothing": Setting(
+            0.1, "sec. 4: fairseq's Transformer hyper-parameters (label smoothing 0.1)"
+        ),
+        "dropout": Setting(0.1, "sec. 4: fairseq's Transformer (transformer_wmt_en_de: dropout 0.1)"),
+        "attention_dropout": Setting(0.0, "sec. 4: fairseq's Transformer (attention dropout 0)"),
+        "activation_dropout": Setting(0.0, "sec. 4: fairseq's Transformer (activation dropout 0)"),
+        "num_beams": Setting(4, "paper silent; our choice: Vaswani et al.'s beam 4"),
+        "length_penalty": Setting(0.6, "paper silent; our choice: 0.6 as the other fairseq papers here"),
+        "length_penalty_form": Setting("fairseq", "fairseq's --lenpen (len^α)"),
+        "average_last_checkpoints": Setting(5, "paper silent; our choice: 5 as prenorm-dlcl / DS-Init"),
+        **_shared_embeddings(
+            "paper silent; our choice: joint BPE with all embeddings shared (fairseq En-De)"
+        ),
+    },
+    "dsinit_matt": {
+        "variant": Setting("dsinit_matt", "dsinit-merged-attention"),
+        "optimizer": Setting("adam", "sec. 5.1: Adam"),
+        "adam_beta1": Setting(0.9, "sec. 5.1: 0.9/0.98 for base"),
+        "adam_beta2": Setting(0.98, "sec. 5.1: 0.9/0.98 for base (0.998 for big)"),
+        "adam_epsilon": Setting(1e-8, "paper silent; our choice: PyTorch's default"),
+        "weight_decay": Setting(0.0, "paper silent; our choice: none"),
+        "learning_rate": Setting(
+            7e-4,
+            "sec. 5.1: Vaswani et al.'s schedule, whose peak at d 512 and warmup 4k is 512^-0.5 · 4000^-0.5 ≈ 7e-4 "
+            "(the same curve as our inverse_sqrt with that peak)",
+        ),
+        "warmup_steps": Setting(4000, "sec. 5.1: warm-up 4K for base (16K for big)"),
+        "max_tokens": Setting(
+            25000, "sec. 5.1: batches of around 25K target tokens (40K-44K for the deepest)"
+        ),
+        "max_grad_norm": Setting(
+            0.0, "sec. 6: clipping at 1.0 was only an ablation; none by default (our reading)"
+        ),
+        "label_smoothing": Setting(0.1, "sec. 5.1: label smoothing 0.1"),
+        "dropout": Setting(
+            0.3, "Table 3 rows 11 and 14: dp_r 0.3 for the deep (12/20-layer) models (0.1 at 6)"
+        ),
+        "attention_dropout": Setting(0.2, "Table 3 rows 11 and 14: dp_a 0.2 for the deep models (0.1 at 6)"),
+        "activation_dropout": Setting(0.0, "sec. 5.1: dropout only on residuals and attention weights"),
+        "num_beams": Setting(4, "sec. 5.1: beam size 4"),
+        "length_penalty": Setting(0.6, "sec. 5.1: length penalty 0.6"),
+        "length_penalty_form": Setting("gnmt", "the authors' TensorFlow toolkit uses GNMT's ((5+len)/6)^α"),
+        "average_last_checkpoints": Setting(5, "sec. 5.1: averaging the last 5 checkpoints"),
+        "share_encoder_decoder_embeddings": Setting(
+            False, "sec. 5.1: target embedding not shared with the source"
+        ),
+        "tie_word_embeddings": Setting(True, "sec. 5.1: target embedding shared with the softmax projection"),
+    },
+    "dlcl": {
+        "variant": Setting("dlcl", "prenorm-dlcl"),
+        "optimizer": Setting("adam", "sec. 4.1: Adam"),
+        "adam_beta1": Setting(0.9, "sec. 4.1: β1 0.9"),
+        "adam_beta2": Setting(0.997, "sec. 4.1: β2 0.997 for pre-norm"),
+        "adam_epsilon": Setting(1e-8, "sec. 4.1: ε 1e-8"),
+        "weight_decay": Setting(0.0, _FAIRSEQ_SILENT),
+        "learning_rate": Setting(2e-3, "appendix Table 7: deep models lr 2e-3 (1e-3 for pre-norm base)"),
+        "warmup_steps": Setting(16000, "appendix Table 7: deep models warmup 16k (8k for pre-norm base)"),
+        "max_tokens": Setting(4096, "sec. 4.1: 4096 tokens per GPU (deep: 8192 = 2 × 4096 accumulated)"),
+        "max_grad_norm": Setting(0.0, _FAIRSEQ_SILENT + " (--clip-norm 0: no clipping)"),
+        "label_smoothing": Setting(0.1, "sec. 4.1: label smoothing 0.1"),
+        "dropout": Setting(0.1, "sec. 4.1: Transformer-Base residual dropout 0.1"),
+        "attention_dropout": Setting(0.1, "sec. 4.1: P_att 0.1 for pre-norm"),
+        "activation_dropout": Setting(0.1, "sec. 4.1: P_ff 0.1 for pre-norm"),
+        "num_beams": Setting(4, "sec. 4.1: beam 4 (En-De)"),
+        "length_penalty": Setting(0.6, "sec. 4.1: length penalty 0.6 (En-De)"),
+        "length_penalty_form": Setting("fairseq", "fairseq-py's --lenpen (len^α)"),
+        "average_last_checkpoints": Setting(5, "sec. 4.1: average of the last 5 (epoch) checkpoints"),
+        **_shared_embeddings("sec. 4.1: a shared source/target vocabulary (fairseq --share-all-embeddings)"),
+    },
+    "shared_layers": {
+        "variant": Setting("shared_layers", "recurrent-shared-layers"),
+        "optimizer": Setting("adam", "sec. 5.1: Adam"),
+        "adam_beta1": Setting(0.9, "sec. 5.1: β1 0.9"),
+        "adam_beta2": Setting(0.98, "sec. 5.1: β2 0.98"),
+        "adam_epsilon": Setting(1e-9, "sec. 5.1: ε 1e-9"),
+        "weight_decay": Setting(0.0, _FAIRSEQ_SILENT),
+        "learning_rate": Setting(
+            2e-3, "paper silent ('followed fairseq'); our choice: prenorm-dlcl's deep 2e-3"
+        ),
+        "warmup_steps": Setting(16000, "sec. 5.1: warmup_steps 16000"),
+        "max_tokens": Setting(8196, "sec. 5.1: 8196 tokens per GPU (sic)"),
+        "max_grad_norm": Setting(0.0, _FAIRSEQ_SILENT + " (--clip-norm 0: no clipping)"),
+        "label_smoothing": Setting(0.1, "sec. 5.1: label smoothing 0.1"),
+        "dropout": Setting(0.1, "paper silent; fairseq Transformer-Base dropout 0.1"),
+        "attention_dropout": Setting(0.0, _FAIRSEQ_SILENT),
+        "activation_dropout": Setting(0.0, _FAIRSEQ_SILENT),
+        "num_beams": Setting(4, "sec. 5.1: beam size 4"),
+        "length_penalty": Setting(0.6, "sec. 5.1: length penalty α 0.6"),
+        "length_penalty_form": Setting("fairseq", "fairseq's --lenpen (len^α)"),
+        "average_last_checkpoints": Setting(
+            5, "sec. 5.1 averages checkpoints (count not given); our choice: 5"
+        ),
+        **_shared_embeddings("sec. 5.1: a 32k joint source/target BPE vocabulary"),
+    },
+    "deep_decoder": {
+        "variant": Setting("deep_decoder", "deep-decoder-cad-crt"),
+        "optimizer": Setting("adam", "sec. 5: other settings as Vaswani et al. (2017): Adam"),
+        "adam_beta1": Setting(0.9, "sec. 5 → Vaswani et al.: β1 0.9"),
+        "adam_beta2": Setting(0.98, "sec. 5 → Vaswani et al.: β2 0.98"),
+        "adam_epsilon": Setting(1e-9, "sec. 5 → Vaswani et al.: ε 1e-9"),
+        "weight_decay": Setting(0.0, "sec. 5 → Vaswani et al.: none"),
+        "learning_rate": Setting(
+            7e-4, "sec. 5 → Vaswani et al.'s schedule: peak 512^-0.5 · 4000^-0.5 ≈ 7e-4"
+        ),
+        "warmup_steps": Setting(4000, "sec. 5 → Vaswani et al.: warmup 4000"),
+        "max_tokens": Setting(4096, "sec. 5: batch size 4096 tokens per GPU"),
+        "max_grad_norm": Setting(0.0, "sec. 5 → Vaswani et al.: no clipping"),
+        "label_smoothing": Setting(0.1, "sec. 5 → Vaswani et al.: label smoothing 0.1"),
+        "dropout": Setting(0.1, "sec. 5 → Vaswani et al.: P_drop 0.1"),
+        "attention_dropout": Setting(0.0, "sec. 5 → Vaswani et al.: residual dropout only"),
+        "activation_dropout": Setting(0.0, "sec. 5 → Vaswani et al.: residual dropout only"),
+        "num_beams": Setting(4, "sec. 5 → Vaswani et al.: beam 4"),
+        "length_penalty": Setting(0.6, "sec. 5 → Vaswani et al.: α 0.6"),
+        "length_penalty_form": Setting("gnmt", "Vaswani et al. (tensor2tensor): GNMT's ((5+len)/6)^α"),
+        "average_last_checkpoints": Setting(5, "sec. 5 → Vaswani et al.: base models average the last 5"),
+        **_shared_embeddings("sec. 5 → Vaswani et al.: shared source-target BPE and embeddings"),
+    },
+    "marian": {
+        "variant": Setting(
+            "deep_nmt", "deep_nmt_hf before issue #14: the post-LN core, as stock MarianMTModel"
+        ),
+        "optimizer": Setting("adam", "deep_nmt_hf's default (Adam, no weight decay)"),
+        "adam_beta1": Setting(0.9, "deep_nmt_hf's default"),
+        "adam_beta2": Setting(0.98, "deep_nmt_hf's default"),
+        "adam_epsilon": Setting(1e-8, "deep_nmt_hf's default (PyTorch's)"),
+        "weight_decay": Setting(0.0, "deep_nmt_hf's default"),
+        "learning_rate": Setting(5e-4, "deep_nmt_hf's default"),
+        "warmup_steps": Setting(4000, "deep_nmt_hf's default"),
+        "max_tokens": Setting(None, "deep_nmt_hf's default: sentence batches (--batch-size)"),
+        "max_grad_norm": Setting(1.0, "deep_nmt_hf's default (Transformers' Trainer default)"),
+        "label_smoothing": Setting(0.1, "deep_nmt_hf's default"),
+        "dropout": Setting(0.1, "MarianConfig's default"),
+        "attention_dropout": Setting(0.0, "MarianConfig's default"),
+        "activation_dropout": Setting(0.0, "MarianConfig's default"),
+        "num_beams": Setting(4, "deep_nmt_hf's default"),
+        "length_penalty": Setting(1.0, "Transformers' GenerationConfig default"),
+        "length_penalty_form": Setting("fairseq", "Transformers' len^α"),
+        "average_last_checkpoints": Setting(None, "deep_nmt_hf's default: no averaging"),
+        **_shared_embeddings("MarianConfig's default: one shared embedding, tied output"),
+    },
+}
+
+
+def get_recipe(name: str) -> dict[str, Setting]:
+    """The recipe called `name`; ValueError listing the valid names otherwise."""
+    if name not in RECIPES:
+        raise ValueError(f"recipe={name!r} is unknown; valid recipes: {', '.join(RECIPES)}")
+    return RECIPES[name]
+
+
+def recipe_options(name: str) -> dict[str, Any]:
+    """The recipe's `TrainingOptions` fields (variant included)."""
+    return {k: s.value for k, s in get_recipe(name).items() if k in OPTION_FIELDS}
+
+
+def recipe_config(name: str) -> dict[str, Any]:
+    """The recipe's config fields (dropouts, embedding sharing)."""
+    return {k: s.value for k, s in get_recipe(name).items() if k not in OPTION_FIELDS}
+
+
+def recipe_record(name: str, used: dict[str, Any] | None = None) -> dict[str, Any]:
+    """{"name", "settings": {field: {"value", "source", "used"}}} for metrics.json and the model card; `used`
+    holds the values the run actually used (an explicit option that overrode the recipe shows there)."""
+    used = used or {}
+    settings = {}
+    for field, setting in get_recipe(name).items():
+        entry = {"value": setting.value, "source": setting.source}
+        if field in used:
+            entry["used"] = used[field]
+        settings[field] = entry
+    return {"name": name, "settings": settings}
+
+
+def describe(name: str, used: dict[str, Any] | None = None) -> str:
+    """The recipe as printed at the start of training: one line per value, its source, and overrides."""
+    record = recipe_record(name, used)
+    lines = [f"recipe {name!r} (explicit options win):"]
+    for field, entry in record["settings"].items():
+        override = ""
+        if "used" in entry and entry["used"] != entry["value"]:
+            override = f"  -> overridden: {entry['used']!r}"
+        lines.append(f"  {field} = {entry['value']!r}  [{entry['source']}]{override}")
+    return "\n".join(lines)
