@@ -71,7 +71,8 @@ def test_help_mentions_every_flag(command: str, capsys: pytest.CaptureFixture[st
             assert "--" + field.replace("_", "-") in text
         for flag in ("--data-dir", "--variant", "--gradient-checkpointing", "--warmup-steps", "--tokenizer"):
             assert flag in text
-        assert "(default: 0.0005)" in text  # defaults are shown
+        assert "(default: 5e-4, or the recipe's)" in text  # defaults are shown (a --recipe may replace them)
+        assert "--recipe" in text and "(default: 8000)" in text
         assert "post, pre" in text  # the allowed values of --layer-norm-position
 
 
