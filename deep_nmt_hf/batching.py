@@ -136,10 +136,16 @@ class TokenBudgetBatchSampler(Sampler[list[int]]):
 def dataset_lengths(
     dataset: Any, columns: tuple[str, str] = ("input_ids", "labels")
 ) -> tuple[np.ndarray, ...]:
-    """(source lengths, target lengths) of a tokenized dataset's token columns.
+    """(source lengths, target lengths) of a tokenized dataset: its ``src_len`` / ``tgt_len`` columns when it has
+    them (the cached splits of `preprocessing.tokenize_cached`), else its token columns.
 
     A `datasets.Dataset` without an indices mapping is read with pyarrow's `list_value_length` (no Python
     objects per example); anything else row by row."""
+    names = getattr(dataset, "column_names", None) or ()
+    # the preprocessed splits' length columns (preprocessing.py): no token lists read
+    if "src_len" in names and "tgt_len" in names:
+        table = dataset.select_columns(["src_len", "tgt_len"]).with_format("numpy")[:]
+        return tuple(np.asarray(table[name], dtype=np.int64) for name in ("src_len", "tgt_len"))
     data = getattr(dataset, "data", None)
     if getattr(dataset, "_indices", None) is None and hasattr(data, "column"):
         import pyarrow.compute as pc

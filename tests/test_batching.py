@@ -92,6 +92,26 @@ def test_dataset_lengths_from_arrow_columns_and_from_a_selection() -> None:
     assert src.tolist() == [1, 2] and tgt.tolist() == [3, 1]
 
 
+def test_dataset_lengths_of_a_preprocessed_split_come_from_its_length_columns(tmp_path) -> None:
+    """The cached splits of the data path carry src_len / tgt_len: the sampler reads those, not token lists."""
+    from deep_nmt_hf.synthetic import SRC_LANG, TGT_LANG, generate_pairs
+    from deep_nmt_hf.tokenization import train_tokenizer
+    from deep_nmt_hf.training import tokenize_dataset
+
+    pairs = generate_pairs(200, seed=3)
+    tokenizer = train_tokenizer([text for pair in pairs for text in pair], vocab_size=300)
+    raw = datasets.Dataset.from_dict({"translation": [{SRC_LANG: s, TGT_LANG: t} for s, t in pairs]})
+    split = tokenize_dataset(raw, tokenizer, SRC_LANG, TGT_LANG, 16, 16, cache_dir=tmp_path)
+    assert {"src_len", "tgt_len"} <= set(split.column_names)
+    src, tgt = dataset_lengths(split)
+    assert src.tolist() == [len(row) for row in split["input_ids"]]
+    assert tgt.tolist() == [len(row) for row in split["labels"]]
+    assert max(src) <= 16 and max(tgt) <= 16
+    sampler = TokenBudgetBatchSampler(src, tgt, max_tokens=64, seed=0)
+    for batch in sampler:
+        assert len(batch) * max(src[batch]) <= 64 and len(batch) * max(tgt[batch]) <= 64
+
+
 def test_trainer_with_max_tokens_and_gradient_accumulation(tmp_path) -> None:
     """Seq2SeqTrainer serves the sampler's batches (padded size within the budget, new order each epoch)."""
     rng = np.random.default_rng(0)
