@@ -85,6 +85,13 @@ def width_fields(d_model: int) -> dict[str, Any]:
 
 def build_model(name: str, tokenizer, d_model: int, max_length: int):
     """The model called `name` in MODELS at width `d_model` (special ids from the tokenizer)."""
+    variant, fields, _ = MODELS[name]
+    return model_from_fields(variant, {**fields, "label_smoothing": 0.1}, tokenizer, d_model, max_length)
+
+
+def model_from_fields(variant: str, fields: dict[str, Any], tokenizer, d_model: int, max_length: int):
+    """A fresh model of `variant` ("marian" = stock MarianMTModel built from our base config) with `fields` on
+    top of the common width `d_model`; special ids from the tokenizer."""
     from transformers import MarianMTModel
 
     from deep_nmt_hf import VARIANTS
@@ -92,8 +99,7 @@ def build_model(name: str, tokenizer, d_model: int, max_length: int):
     from deep_nmt_hf.generation_settings import translation_generation_config
     from deep_nmt_hf.training import build_config, resolve_variant
 
-    variant, fields, _ = MODELS[name]
-    fields = {**width_fields(d_model), **fields, "label_smoothing": 0.1}
+    fields = {**width_fields(d_model), **fields}
     lengths = {"max_source_length": max_length, "max_target_length": max_length}
     if variant == "marian":
         ours = build_config(tokenizer, VARIANTS["base"], **lengths, **fields)
