@@ -12,10 +12,10 @@ project's pre-#14 `marian` recipe.
 After every epoch: validation loss and validation BLEU (beam 4, `--valid-sentences` sentences). At the end:
 test_2016_flickr BLEU / chrF / TER (sacreBLEU, signatures) of the best-validation-loss epoch checkpoint and of the
 average of the last `--average` epoch checkpoints (the papers report averaged models); both models are saved with
-the tokenizer (``bench/.cache/depth-runs/NAME/best`` and ``.../averaged``) and load with AutoModelForSeq2SeqLM.
+the tokenizer (``~/.cache/deep_nmt_bench/depth-runs/NAME/best`` and ``.../averaged``; $DEEP_NMT_BENCH_CACHE moves it) and load with AutoModelForSeq2SeqLM.
 
 Every model trains in its own process with one torch thread, `--jobs` at once; its Trainer checkpoints (one per
-epoch), per-epoch record and final result live in ``bench/.cache/depth-runs/NAME/``, so the study spans sittings:
+epoch), per-epoch record and final result live in ``~/.cache/deep_nmt_bench/depth-runs/NAME/``, so the study spans sittings:
 ``--reuse`` keeps finished models and resumes unfinished ones from their last epoch checkpoint. A status line per
 running model shows epochs done, the last validation numbers and the CPU time still to go. The table and plots
 are rebuilt from whatever is cached (``--report-only``).
@@ -41,7 +41,6 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import (
-    CACHE,
     RESULTS,
     markdown_table,
     multi30k_dir,
@@ -51,7 +50,9 @@ from common import (
 )
 from quality_multi30k import model_from_fields
 
-RUNS = CACHE / "depth-runs"
+# outside the work tree, so that a study spans sittings (and fresh clones) on the same machine
+STUDY_CACHE = Path(os.environ.get("DEEP_NMT_BENCH_CACHE", Path.home() / ".cache" / "deep_nmt_bench"))
+RUNS = STUDY_CACHE / "depth-runs"
 SIX_SIX = {"encoder_layers": 6, "decoder_layers": 6}
 DEEP = {"encoder_layers": 18, "decoder_layers": 6}
 
@@ -479,7 +480,7 @@ def report(args: argparse.Namespace, failed: list[str]) -> None:
         + "\n"
     )
     if failed:
-        markdown += f"\nFailed (see bench/.cache/depth-runs/NAME/train.log): {', '.join(failed)}\n"
+        markdown += f"\nFailed (see RUNS/NAME/train.log): {', '.join(failed)}\n"
     pending = [n for n in MODELS if n not in records and n not in OPTIONAL]
     if pending:
         markdown += f"\nNot finished yet: {', '.join(pending)}\n"
@@ -554,7 +555,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.quick:
         global RUNS
-        RUNS = CACHE / "depth-runs-quick"
+        RUNS = STUDY_CACHE / "depth-runs-quick"
         args.d_model, args.epochs, args.max_train_samples = 32, 2, 1000
         args.valid_sentences, args.max_test_samples, args.average = 40, 40, 2
         args.warmup_steps, args.status_every = 20, 30.0
