@@ -480,7 +480,7 @@ def report(args: argparse.Namespace, failed: list[str]) -> None:
         + "\n"
     )
     if failed:
-        markdown += f"\nFailed (see RUNS/NAME/train.log): {', '.join(failed)}\n"
+        markdown += f"\nFailed (see {RUNS}/NAME/train.log): {', '.join(failed)}\n"
     pending = [n for n in MODELS if n not in records and n not in OPTIONAL]
     if pending:
         markdown += f"\nNot finished yet: {', '.join(pending)}\n"
