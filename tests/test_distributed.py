@@ -12,23 +12,20 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import torch
+from launching import STEPS, free_port, train_args, write_train_split
 from safetensors.torch import load_file
 
 from deep_nmt_hf import VARIANTS, cli, training
-from deep_nmt_hf.data import write_parallel_dir
-from deep_nmt_hf.synthetic import SRC_LANG, TGT_LANG, demo_splits
 from deep_nmt_hf.training import resolve_variant
 
 REPO = Path(__file__).resolve().parents[1]
 CONFIGS = REPO / "examples" / "accelerate"
-STEPS = 4
 # ADMIN (profiled ω, broadcast from rank 0) + DLCL on both sides; dropout 0 so that the runs are comparable
 MODEL_FLAGS = [
     "--variant", "admin", "--encoder-layer-aggregation", "dlcl", "--decoder-layer-aggregation", "dlcl",
@@ -37,34 +34,19 @@ MODEL_FLAGS = [
 ]  # fmt: skip
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    directory = tmp_path_factory.mktemp("ddp-data")  # train split only: no scoring at the end
-    write_parallel_dir(
-        demo_splits(train=64, valid=1, test=1, seed=7)["train"], directory, "train", SRC_LANG, TGT_LANG
-    )
-    return directory
+    return write_train_split(tmp_path_factory.mktemp("ddp-data"))
 
 
 def _train_args(data_dir: Path, out: Path, batch_size: int, *extra: str) -> list[str]:
-    return [
-        "train", "--data-dir", str(data_dir), "--src-lang", SRC_LANG, "--tgt-lang", TGT_LANG,
-        "--output-dir", str(out), "--vocab-size", "200", *MODEL_FLAGS, "--batch-size", str(batch_size),
-        "--max-steps", str(STEPS), "--logging-steps", "1", "--save-steps", "2", "--warmup-steps", "1",
-        "--lr", "1e-3", "--train-sampling", "random", "--num-beams", "1", "--no-progress", *extra,
-    ]  # fmt: skip
+    return train_args(data_dir, out, batch_size, MODEL_FLAGS, *extra)
 
 
 def _launch(config: str, args: list[str], tmp_path: Path) -> subprocess.CompletedProcess:
     command = [
         sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(CONFIGS / config),
-        "--main_process_port", str(_free_port()), "-m", "deep_nmt_hf.cli", *args,
+        "--main_process_port", str(free_port()), "-m", "deep_nmt_hf.cli", *args,
     ]  # fmt: skip
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
     result = subprocess.run(command, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)

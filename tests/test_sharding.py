@@ -12,50 +12,32 @@ import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import torch
+from launching import STEPS, free_port, train_args, write_train_split
 from safetensors.torch import load_file
 from transformers import AutoModelForSeq2SeqLM, MarianMTModel
 
 from deep_nmt_hf import VARIANTS, AdminForConditionalGeneration, cli, training
-from deep_nmt_hf.data import write_parallel_dir
 from deep_nmt_hf.folding import fold_directory
-from deep_nmt_hf.synthetic import SRC_LANG, TGT_LANG, demo_splits
 
-STEPS = 4
 MODEL_FLAGS = [
     "--variant", "admin", "--d-model", "32", "--encoder-layers", "2", "--decoder-layers", "2", "--heads", "4",
     "--ffn-dim", "64", "--dropout", "0", "--attention-dropout", "0", "--activation-dropout", "0",
 ]  # fmt: skip
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    directory = tmp_path_factory.mktemp("fsdp-data")  # train split only: no scoring at the end
-    write_parallel_dir(
-        demo_splits(train=64, valid=1, test=1, seed=7)["train"], directory, "train", SRC_LANG, TGT_LANG
-    )
-    return directory
+    return write_train_split(tmp_path_factory.mktemp("fsdp-data"))
 
 
 def _train_args(data_dir: Path, out: Path, batch_size: int, *extra: str) -> list[str]:
-    return [
-        "train", "--data-dir", str(data_dir), "--src-lang", SRC_LANG, "--tgt-lang", TGT_LANG,
-        "--output-dir", str(out), "--vocab-size", "200", *MODEL_FLAGS, "--batch-size", str(batch_size),
-        "--max-steps", str(STEPS), "--logging-steps", "1", "--save-steps", "2", "--warmup-steps", "1",
-        "--lr", "1e-3", "--train-sampling", "random", "--num-beams", "1", "--no-progress", *extra,
-    ]  # fmt: skip
+    return train_args(data_dir, out, batch_size, MODEL_FLAGS, *extra)
 
 
 @pytest.fixture(scope="module")
@@ -68,7 +50,7 @@ def one_process(data_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Pat
 def _torchrun(args: list[str], cwd: Path) -> str:
     """`deep-nmt ARGS` in 2 processes under torchrun; returns stderr."""
     command = [
-        sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", str(_free_port()),
+        sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", str(free_port()),
         "-m", "deep_nmt_hf.cli", *args,
     ]  # fmt: skip
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
@@ -196,7 +178,7 @@ def test_fsdp_gives_the_full_batch_gradient_on_every_variant(tmp_path: Path) -> 
     """Shared layers (a unit gathered at each application), DLCL weights in the root unit, MAtt, CAD, ...:
     the sharded gradient of half a batch per rank equals one unsharded model's on the whole batch (rel 1e-5)."""
     command = [
-        sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", str(_free_port()),
+        sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", str(free_port()),
         str(Path(__file__).with_name("fsdp_gradients.py")),
     ]  # fmt: skip
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
