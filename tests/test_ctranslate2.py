@@ -194,7 +194,10 @@ def test_export_refuses_unfoldable_and_bad_arguments(tmp_path, corpus) -> None:
         export_ctranslate2(tmp_path / "dlcl", tmp_path / "out")
     with pytest.raises(ValueError, match="quantization='int4' is not one of"):
         export_ctranslate2(tmp_path / "dlcl", tmp_path / "out", quantization="int4")
-    with pytest.raises(FileNotFoundError, match="no config.json"):
+    with pytest.raises(FileNotFoundError, match="missing: no such directory"):
         export_ctranslate2(tmp_path / "missing", tmp_path / "out")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(FileNotFoundError, match="no config.json"):
+        export_ctranslate2(tmp_path / "empty", tmp_path / "out")
     assert not (tmp_path / "out").exists()
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".out")]
