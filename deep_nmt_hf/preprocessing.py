@@ -38,7 +38,7 @@ import datasets
 import pyarrow.compute as pc
 from transformers import AutoTokenizer, PreTrainedTokenizerBase
 
-from .data.arrow import _building, cache_root
+from .data.arrow import WRITE_BATCH_SIZE, _building, cache_root
 from .tokenization import train_tokenizer
 
 logger = logging.getLogger(__name__)
@@ -270,6 +270,8 @@ def tokenize_cached(
                 mapped = dataset.map(
                     _encoder(tokenizer, src_lang, tgt_lang, max_source_length, max_target_length),
                     batched=True,
+                    batch_size=WRITE_BATCH_SIZE,  # one Arrow record batch per map batch: few headers to open
+                    writer_batch_size=WRITE_BATCH_SIZE,
                     remove_columns=dataset.column_names,
                     features=_FEATURES,
                     num_proc=workers,

@@ -9,7 +9,7 @@ import torch
 from factories import EOS, PAD, VOCAB, tiny_model
 from transformers import Seq2SeqTrainingArguments
 
-from deep_nmt_hf.batching import TokenBudgetBatchSampler, dataset_lengths
+from deep_nmt_hf.batching import LengthGroupedSampler, TokenBudgetBatchSampler, dataset_lengths
 from deep_nmt_hf.training import DeepNMTTrainer
 
 
@@ -80,6 +80,25 @@ def test_errors_name_the_bad_value() -> None:
         TokenBudgetBatchSampler([3], max_tokens=0)
     with pytest.raises(ValueError, match="rank=2"):
         TokenBudgetBatchSampler([3], max_tokens=8, num_replicas=2, rank=2)
+
+
+@pytest.mark.parametrize(("count", "batch_size"), [(1, 1), (5, 64), (1000, 16), (12345, 8)])
+def test_length_grouped_sampler_serves_transformers_order_index_for_index(
+    count: int, batch_size: int
+) -> None:
+    from transformers.trainer_pt_utils import get_length_grouped_indices
+
+    src, _ = lengths(count, seed=count)
+    expected = get_length_grouped_indices(
+        src.tolist(), batch_size, generator=torch.Generator().manual_seed(3)
+    )
+    sampler = LengthGroupedSampler(src, batch_size, generator=torch.Generator().manual_seed(3))
+    served = list(sampler)
+    assert served == expected and len(sampler) == count
+    assert all(type(index) is int for index in served[:3])  # Python ints, as the DataLoader's fetchers expect
+    assert src[served[0]] == src.max()  # the longest example first (an OOM shows at once)
+    with pytest.raises(ValueError, match="batch_size=0"):
+        LengthGroupedSampler(src, 0)
 
 
 def test_dataset_lengths_from_arrow_columns_and_from_a_selection() -> None:

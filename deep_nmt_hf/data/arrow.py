@@ -3,7 +3,10 @@
 The readers stream sentence pairs into `build_translation_arrow`, which writes them in batches of
 `WRITE_BATCH_SIZE` rows with `datasets.arrow_writer.ArrowWriter`: the corpus is never held in Python memory,
 and the returned `datasets.Dataset` is memory-mapped from the file (``Dataset.from_file``), like any dataset
-in the `datasets` cache.
+in the `datasets` cache. Each write is one Arrow record batch of `WRITE_BATCH_SIZE` rows (the writer's default
+is 1,000): opening a memory-mapped file reads every record batch's header, and each header's page fault maps
+64 KiB of the file around it (the kernel's fault-around) into the process, so at 4M pairs 1,000-row batches put
+254 MiB of the file into the opening process's RSS and 10,000-row batches 28 MiB (bench/data_scaling.py).
 
 Cache entries live under `cache_root()` (``$DEEP_NMT_HF_CACHE``, else ``deep_nmt_hf/`` inside the `datasets`
 cache, ``$HF_DATASETS_CACHE``), one directory per key. The key of a corpus (`source_fingerprint`) hashes the
@@ -77,7 +80,11 @@ def build_translation_arrow(
 
     Returns the number of rows written. Only one batch of rows is in Python memory at any time.
     """
-    writer = ArrowWriter(features=translation_features(src_lang, tgt_lang), path=os.fspath(path))
+    writer = ArrowWriter(
+        features=translation_features(src_lang, tgt_lang),
+        path=os.fspath(path),
+        writer_batch_size=WRITE_BATCH_SIZE,  # one record batch per write (see the module docstring)
+    )
     batch: list[dict[str, str]] = []
     try:
         for source, target in pairs:

@@ -134,12 +134,12 @@ class DeepNMTTrainer(Seq2SeqTrainer):
             and isinstance(dataset, datasets.Dataset)
             and "src_len" in dataset.column_names
         ):
-            from transformers.trainer_pt_utils import LengthGroupedSampler
+            from ..batching import LengthGroupedSampler
 
-            # one int32 column, no token lists
-            lengths = dataset.select_columns(["src_len"]).with_format("numpy")[:]["src_len"].tolist()
+            # one int32 column, no token lists; the order in one numpy array
+            lengths = dataset.select_columns(["src_len"]).with_format("numpy")[:]["src_len"]
             return LengthGroupedSampler(
-                self.args.train_batch_size * self.args.gradient_accumulation_steps, lengths=lengths
+                lengths, self.args.train_batch_size * self.args.gradient_accumulation_steps
             )
         return super()._get_train_sampler(train_dataset)
 
