@@ -61,7 +61,7 @@ def child(out: Path, kind: str, argv: list[str]) -> None:
     """Run one measurement in this (fresh) process and write wall time and peak RSS to `out`."""
     start = time.perf_counter()
     first_step: dict[str, float] = {}
-    result: dict[str, Any] = {}
+    result: dict[str, Any] = {"load_1min": os.getloadavg()[0]}  # how busy the machine was when it started
     anon = {"peak": 0}  # RssAnon has no kernel peak counter: sample it every 20 ms
 
     def sample() -> None:
@@ -80,7 +80,13 @@ def child(out: Path, kind: str, argv: list[str]) -> None:
             return original(self, args, state, control)
 
         CallbackHandler.on_step_end = on_step_end  # type: ignore[method-assign]
+        # what every run imports anyway, first: the fixed start-up, apart from the data path's own time
+        import datasets  # noqa: F401
+
+        import deep_nmt_hf.training.run  # noqa: F401
         from deep_nmt_hf.cli import main
+
+        result["imports_s"] = time.perf_counter() - start
 
         code = main(argv)
         if code != 0:
@@ -187,6 +193,15 @@ def measure(
 
 
 # ------------------------------------------------------------------------------------------------- report
+def _load_range(results: dict[int, dict[str, Any]]) -> str:
+    loads = [p["load_1min"] for r in results.values() for p in r.values() if "load_1min" in p]
+    return f"{min(loads):.1f}-{max(loads):.1f}" if loads else "not recorded"
+
+
+def _after_imports(piece: dict[str, Any]) -> float:
+    return piece["first_step_s"] - piece["imports_s"]
+
+
 def report(sizes: tuple[int, ...], results: dict[int, dict[str, Any]], name: str) -> None:
     from common import markdown_table, write_results
 
@@ -255,6 +270,14 @@ def report(sizes: tuple[int, ...], results: dict[int, dict[str, Any]], name: str
             for size in sizes
         )
         + " (aim >= 10x)",
+        "- the same after the fixed start-up (Python, torch / transformers / datasets imports; "
+        "`imports_s`, measured in each run), i.e. the data path's own part: "
+        + ", ".join(
+            f"{size:,}: {_after_imports(results[size]['train_first']) / _after_imports(results[size]['train_cached']):.1f}x "
+            f"({_after_imports(results[size]['train_cached']):.1f} s of {results[size]['train_cached']['first_step_s']:.1f} s)"
+            for size in sizes
+            if "imports_s" in results[size]["train_cached"]
+        ),
         "- tokenization throughput, `--num-proc 2` / `--num-proc 1`: "
         + ", ".join(
             f"{size:,}: {results[size]['tokenize_np1']['tokenize_s'] / results[size]['tokenize_np2']['tokenize_s']:.2f}x"
@@ -267,8 +290,8 @@ def report(sizes: tuple[int, ...], results: dict[int, dict[str, Any]], name: str
         + markdown_table(header, rows)
         + "\n\n"
         + "\n".join(aims)
-        + "\n\nWall times were measured on a shared 2-core machine with other developers' jobs running: read the "
-        "ratios, not the absolute seconds. Each cell is one fresh child process (peak RSS = its VmHWM; the "
+        + f"\n\nThe machine's 1-minute load average when each piece started: {_load_range(results)} (2 cores; "
+        "above ~1 other work shared them: read the ratios, not the absolute seconds). Each cell is one fresh child process (peak RSS = its VmHWM; the "
         "`--num-proc 2` workers are separate processes, not included). VmHWM counts the file-backed pages of the "
         "memory-mapped Arrow files that reading touches (clean page cache the kernel can drop); the anonymous RSS "
         "column (sampled every 20 ms) is the process's own memory. Train runs: tiny model (d 16, 1+1 "

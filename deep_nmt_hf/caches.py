@@ -24,8 +24,10 @@ fixed-size form in Transformers' StaticLayer, whose fill level is shared with th
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
-from transformers.cache_utils import Cache, DynamicLayer, EncoderDecoderCache, StaticLayer
+from transformers.cache_utils import Cache, DynamicCache, DynamicLayer, EncoderDecoderCache, StaticLayer
 
 
 class StaticCacheNotSupported(ValueError):
@@ -114,6 +116,28 @@ def ensure_cache_slots(past_key_values: Cache, count: int) -> None:
     for cache in caches:
         while len(cache.layers) < count:
             cache.layers.append(DynamicLayer())
+
+
+def decoder_cache(
+    past_key_values: Cache | None, use_cache: bool | None, config: Any, slots: int
+) -> Cache | None:
+    """The cache a decoder forward runs with, as in Marian: a given cache is used unless ``use_cache=False``; none
+    given, a fresh dynamic one when `use_cache` (unset: ``config.use_cache``) asks for it. A dynamic cache gets
+    `slots` slots (one per layer application); MAtt (``decoder_attention="merged"``) refuses a static one."""
+    if use_cache is False:
+        return None
+    if past_key_values is None and (use_cache or (use_cache is None and config.use_cache)):
+        past_key_values = EncoderDecoderCache(DynamicCache(), DynamicCache())
+    static = is_static(past_key_values)
+    if static and config.decoder_attention == "merged":
+        raise StaticCacheNotSupported(
+            f"{type(config).__name__} with decoder_attention='merged' (MAtt, the DSInitMAtt variant) keeps prefix "
+            "sums of its average attention, not keys and values, so it cannot use a static cache or "
+            "torch.compile'd generation; use the default dynamic cache"
+        )
+    if past_key_values is not None and not static:
+        ensure_cache_slots(past_key_values, slots)
+    return past_key_values
 
 
 def mark_cross_slot_without_attention(

@@ -25,17 +25,12 @@ from torch import nn
 from transformers import GenerationConfig, GenerationMixin, PreTrainedModel
 from transformers import initialization as init
 from transformers.activations import ACT2FN
-from transformers.cache_utils import Cache, DynamicCache, EncoderDecoderCache
+from transformers.cache_utils import Cache, EncoderDecoderCache
 from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.modeling_outputs import BaseModelOutput, Seq2SeqLMOutput, Seq2SeqModelOutput
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
-from .caches import (
-    StaticCacheNotSupported,
-    ensure_cache_slots,
-    is_static,
-    mark_cross_slot_without_attention,
-)
+from .caches import decoder_cache, is_static, mark_cross_slot_without_attention
 from .collapse_losses import (
     ald_contrastive_loss,
     mask_source_tokens,
@@ -587,20 +582,8 @@ class DeepNMTDecoder(_Stack):
     ) -> dict[str, Any]:
         if encoder_hidden_states is None:
             raise ValueError("the decoder needs encoder_hidden_states (run the encoder first)")
-        # as in Marian: a given cache is used unless use_cache=False; unset use_cache follows the config
-        if use_cache is False:
-            past_key_values = None
-        elif past_key_values is None and (use_cache or (use_cache is None and self.config.use_cache)):
-            past_key_values = EncoderDecoderCache(DynamicCache(), DynamicCache())
+        past_key_values = decoder_cache(past_key_values, use_cache, self.config, len(self.schedule))
         static = is_static(past_key_values)
-        if static and self.config.decoder_attention == "merged":
-            raise StaticCacheNotSupported(
-                f"{type(self.config).__name__} with decoder_attention='merged' (MAtt, the DSInitMAtt variant) keeps "
-                "prefix sums of its average attention, not keys and values, so it cannot use a static cache or "
-                "torch.compile'd generation; use the default dynamic cache"
-            )
-        if past_key_values is not None and not static:
-            ensure_cache_slots(past_key_values, len(self.schedule))
         past_length = past_key_values.get_seq_length() if past_key_values is not None else 0
         hidden_states = self.embed(input_ids, inputs_embeds, offset=past_length)
         dtype = hidden_states.dtype
