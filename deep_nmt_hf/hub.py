@@ -422,6 +422,7 @@ def render_model_card(
         {
             "split": split,
             "num_sentences": values.get("num_sentences"),
+            "split_sentences": values.get("split_sentences"),  # more than num_sentences: a partial score
             **{metric: values.get(metric) for metric in METRIC_NAMES},
         }
         for split, values in scores.items()

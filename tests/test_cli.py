@@ -287,6 +287,10 @@ def test_train_cli_end_to_end(demo_dir: Path, tmp_path: Path, capsys: pytest.Cap
     record = json.loads(capsys.readouterr().out)
     assert record["valid_split"] == "valid" and record["bleu_signature"].startswith("nrefs:1|")
     assert record["num_sentences"] == 3  # only the first 3 of the 10 validation sentences were scored
+    assert record["split_sentences"] == 10
+    from deep_nmt_hf.hub import render_model_card
+
+    assert "| valid | 3 (the first, of 10) |" in str(render_model_card(out))  # the card says it is partial
     config = json.loads((out / "config.json").read_text())
     assert config["layer_norm_position"] == "pre" and config["encoder_layer_repeats"] == 2
     assert (

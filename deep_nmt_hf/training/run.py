@@ -386,10 +386,13 @@ def _train_in(
     for split, dataset in final_splits:
         if split is None or dataset is None or options.final_eval_samples == 0:
             continue
-        if options.final_eval_samples is not None and len(dataset) > options.final_eval_samples:
+        whole = len(dataset)
+        if options.final_eval_samples is not None and whole > options.final_eval_samples:
             dataset = dataset.select(range(options.final_eval_samples))  # the first N, as --max-eval-samples
-        logger.info("scoring split %r (%d sentences, beam %d)", split, len(dataset), options.num_beams)
-        scores[split] = _score_split(model, tokenizer, dataset, options)
+        logger.info(
+            "scoring split %r (%d of %d sentences, beam %d)", split, len(dataset), whole, options.num_beams
+        )
+        scores[split] = {**_score_split(model, tokenizer, dataset, options), "split_sentences": whole}
     if options.final_eval_samples == 0:
         logger.info("final scoring skipped (final_eval_samples=0); score later with deep-nmt evaluate")
 
