@@ -200,7 +200,9 @@ def _add_train_flags(parser: argparse.ArgumentParser) -> None:
         "--train-sampling",
         default="group_by_length",
         choices=("group_by_length", "random", "sequential"),
-        help="training sampler; --batch-size is per process (global batch = processes x --batch-size)",
+        help="training sampler: group_by_length (similar lengths per batch; a numpy index array, 8 bytes a "
+        "pair), random (torch's sampler: a Python list of the corpus per epoch) or sequential; --batch-size is per "
+        "process (global batch = processes x --batch-size); --max-tokens replaces it",
     )
     run.add_argument(
         "--divergence-factor",
