@@ -126,6 +126,8 @@ def test_dataset_lengths_of_a_preprocessed_split_come_from_its_length_columns(tm
     assert src.tolist() == [len(row) for row in split["input_ids"]]
     assert tgt.tolist() == [len(row) for row in split["labels"]]
     assert max(src) <= 16 and max(tgt) <= 16
+    src_some, tgt_some = dataset_lengths(split.select([5, 1]))  # an indices mapping: not the raw Arrow column
+    assert src_some.tolist() == [src[5], src[1]] and tgt_some.tolist() == [tgt[5], tgt[1]]
     sampler = TokenBudgetBatchSampler(src, tgt, max_tokens=64, seed=0)
     for batch in sampler:
         assert len(batch) * max(src[batch]) <= 64 and len(batch) * max(tgt[batch]) <= 64

@@ -134,10 +134,10 @@ class DeepNMTTrainer(Seq2SeqTrainer):
             and isinstance(dataset, datasets.Dataset)
             and "src_len" in dataset.column_names
         ):
-            from ..batching import LengthGroupedSampler
+            from ..batching import LengthGroupedSampler, length_column
 
             # one int32 column, no token lists; the order in one numpy array
-            lengths = dataset.select_columns(["src_len"]).with_format("numpy")[:]["src_len"]
+            lengths = length_column(dataset, "src_len")
             return LengthGroupedSampler(
                 lengths, self.args.train_batch_size * self.args.gradient_accumulation_steps
             )
