@@ -440,14 +440,54 @@ def _verdicts(records: dict[str, dict[str, Any]]) -> list[str]:
     return lines
 
 
-def _diagnosis(record: dict[str, Any]) -> str:
-    """Train/valid gap at the best epoch, the valid-loss slope over the last two epochs, the last grad norm."""
+def eval_mode_nll(name: str, args: argparse.Namespace) -> dict[str, float]:
+    """Token NLL (no label smoothing, no dropout) of the best checkpoint on the first `--valid-sentences` training
+    pairs and on the validation pairs: the over-fitting gap. The training loss the Trainer logs has dropout (and,
+    for the deep decoder, the DDR / ALD terms) in it, so valid − logged train is negative and says nothing.
+    Cached in NAME/diagnosis.json next to the result it was computed from."""
+    run_dir = RUNS / name
+    result = run_dir / "result.json"
+    cache = _read_json(run_dir / "diagnosis.json", {})
+    if cache.get("result_mtime") == result.stat().st_mtime:
+        return cache["nll"]
+    import torch
+    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, DataCollatorForSeq2Seq
+
+    import deep_nmt_hf  # noqa: F401 - registers the variants with the Auto classes
+
+    torch.set_num_threads(1)
+    tokenizer = AutoTokenizer.from_pretrained(run_dir / "best")
+    model = AutoModelForSeq2SeqLM.from_pretrained(run_dir / "best").eval()
+    collate = DataCollatorForSeq2Seq(tokenizer, model=model, label_pad_token_id=-100)
+    nll = {}
+    for split in ("train", "val"):
+        pairs = multi30k_pairs(split, limit=args.valid_sentences)
+        features = [
+            tokenizer(s, text_target=t, max_length=args.max_length, truncation=True) for s, t in pairs
+        ]
+        total = tokens = 0.0
+        with torch.inference_mode():
+            for start in range(0, len(features), 64):
+                batch = collate(features[start : start + 64])
+                logits = model(**batch).logits
+                labels = batch["labels"]
+                total += torch.nn.functional.cross_entropy(
+                    logits.float().flatten(0, 1), labels.flatten(), ignore_index=-100, reduction="sum"
+                ).item()
+                tokens += labels.ne(-100).sum().item()
+        nll[split] = total / tokens
+    _write_json(run_dir / "diagnosis.json", {"result_mtime": result.stat().st_mtime, "nll": nll})
+    return nll
+
+
+def _diagnosis(record: dict[str, Any], nll: dict[str, float]) -> str:
+    """Over-fitting gap (eval-mode NLL, valid − train), the valid-loss slope over the last two epochs (too few
+    epochs), the mean gradient norm of the last epoch (optimisation)."""
     history = record["history"]
-    best = min(history, key=lambda e: e["valid_loss"])
-    gap = (best["valid_loss"] - best["train_loss"]) if best["train_loss"] is not None else float("nan")
     slope = (history[-1]["valid_loss"] - history[-3]["valid_loss"]) / 2 if len(history) >= 3 else float("nan")
     norm = history[-1]["grad_norm"]
-    return f"gap {gap:+.2f}, slope {slope:+.3f}/ep, |g| {norm:.2f}" if norm is not None else f"gap {gap:+.2f}"
+    text = f"gap {nll['val'] - nll['train']:+.2f}, slope {slope:+.3f}/ep"
+    return text + (f", |g| {norm:.2f}" if norm is not None else "")
 
 
 def report(args: argparse.Namespace, failed: list[str]) -> None:
@@ -457,6 +497,7 @@ def report(args: argparse.Namespace, failed: list[str]) -> None:
     header += ["BLEU best", "chrF best", "TER best", "BLEU avg", "chrF avg", "TER avg", "diagnosis"]
     rows = []
     for name, r in records.items():
+        nll = eval_mode_nll(name, args)
         per_epoch = sum(e["train_cpu_s"] for e in r["history"]) / len(r["history"])
         best, avg = r["test"]["best"], r["test"]["averaged"]
         rows.append(
@@ -464,7 +505,7 @@ def report(args: argparse.Namespace, failed: list[str]) -> None:
             + [r["best_epoch"], round(per_epoch), round(avg["decode_tokens_per_cpu_s"])]
             + [round(best[m], 2) for m in ("bleu", "chrf", "ter")]
             + [round(avg[m], 2) for m in ("bleu", "chrf", "ter")]
-            + [_diagnosis(r)]
+            + [_diagnosis(r, nll)]
         )
     signatures = sorted(
         {r["test"]["best"][f"{m}_signature"] for r in records.values() for m in ("bleu", "chrf", "ter")}
@@ -478,8 +519,9 @@ def report(args: argparse.Namespace, failed: list[str]) -> None:
         "model's recipe (deep_nmt_hf.recipes). Validation: loss and BLEU (beam 4) on "
         f"{args.valid_sentences} sentences after every epoch. Test: test_2016_flickr, the best-validation-loss "
         f"epoch checkpoint (best) and the average of the last {args.average} epoch checkpoints (avg), the recipe's "
-        "beam and length penalty. Diagnosis: valid − train loss at the best epoch, valid-loss slope over the last two "
-        "epochs, mean gradient norm of the last epoch.\n\n"
+        "beam and length penalty. Diagnosis: the over-fitting gap (token NLL of the best checkpoint in eval mode, "
+        f"{args.valid_sentences} validation minus {args.valid_sentences} training pairs), the valid-loss slope over "
+        "the last two epochs (negative: still improving), the mean gradient norm of the last epoch.\n\n"
         + (markdown_table(header, rows) if rows else "No finished model yet.")
         + "\n\n## Which aims hold\n\n"
         + ("\n".join(_verdicts(records)) or "Not enough finished models to compare.")
@@ -495,40 +537,45 @@ def report(args: argparse.Namespace, failed: list[str]) -> None:
     if records:
         plot(records, RESULTS / f"{name}.png")
         markdown += (
-            f"\n![validation loss per epoch, and validation BLEU against training CPU time]({name}.png)\n"
+            "\n![validation loss and BLEU per epoch, BLEU against training CPU time, gradient norm per epoch]"
+            f"({name}.png)\n"
         )
     write_results(name, {"settings": settings(args), "failed": failed, "models": records}, markdown)
     print(markdown)
 
 
 def plot(records: dict[str, dict[str, Any]], path: Path) -> None:
-    """Left: validation loss per epoch per model. Right: validation BLEU against cumulative training CPU time
-    (the cost of depth)."""
+    """Top: validation loss per epoch; validation BLEU against cumulative training CPU time (the cost of depth).
+    Bottom: validation BLEU per epoch; the mean gradient norm per epoch (an optimisation problem shows there)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, (left, right) = plt.subplots(1, 2, figsize=(13, 5))
+    fig, ((loss, cost), (bleu, norm)) = plt.subplots(2, 2, figsize=(13, 9))
     for name, record in records.items():
         history = record["history"]
-        style = "--" if record.get("baseline") is None else "-"
-        left.plot(
-            [e["epoch"] for e in history], [e["valid_loss"] for e in history], style, marker=".", label=name
-        )
+        epochs = [e["epoch"] for e in history]
+        style = {"linestyle": "--" if record.get("baseline") is None else "-", "marker": ".", "label": name}
+        loss.plot(epochs, [e["valid_loss"] for e in history], **style)
+        bleu.plot(epochs, [e["valid_bleu"] for e in history], **style)
+        norm.plot(epochs, [e["grad_norm"] for e in history], **style)
         cpu, total = [], 0.0
         for e in history:
             total += e["train_cpu_s"]
             cpu.append(total / 3600)
-        right.plot(cpu, [e["valid_bleu"] for e in history], style, marker=".", label=name)
-    left.set(xlabel="epoch", ylabel="validation loss (label-smoothed)", title="validation loss per epoch")
-    right.set(
+        cost.plot(cpu, [e["valid_bleu"] for e in history], **style)
+    loss.set(xlabel="epoch", ylabel="validation loss (label-smoothed)", title="validation loss per epoch")
+    cost.set(
         xlabel="training CPU-hours", ylabel="validation BLEU (beam 4)", title="BLEU against training cost"
     )
-    right.legend(fontsize=8)
+    bleu.set(xlabel="epoch", ylabel="validation BLEU (beam 4)", title="validation BLEU per epoch")
+    norm.set(xlabel="epoch", ylabel="mean gradient norm (before clipping)", title="gradient norm per epoch")
+    norm.set_yscale("log")
+    cost.legend(fontsize=8)
     fig.suptitle("Multi30k en→de: deep variants (solid) against the 6-6 models (dashed)")
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    fig.savefig(path, dpi=110)
     plt.close(fig)
 
 
