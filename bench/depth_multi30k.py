@@ -88,8 +88,18 @@ MODELS: dict[str, tuple[str, str, dict[str, Any], str, str | None]] = {
         "our post-LN 6-6, init_method='normal' (Marian's N(0, 0.02); control)",
         None,
     ),
+    # a control: DS-Init + MAtt with the paper's 6-layer dropouts (Table 3: dp_r 0.1, dp_a 0.1) instead of its deep ones
+    "dsinit-matt-18-6-dp0.1": (
+        "dsinit_matt",
+        "dsinit_matt",
+        {**DEEP, "dropout": 0.1, "attention_dropout": 0.1},
+        "DS-Init + MAtt 18-6, dropouts 0.1 / 0.1 (the paper's 6-layer ones; control)",
+        "post-6-6",
+    ),
 }
-OPTIONAL = ("admin-36-6", "post-6-6-normal")  # run only when named with --only
+# controls change one setting to find a cause; they are not candidates
+CONTROLS = ("post-6-6-normal", "dsinit-matt-18-6-dp0.1")
+OPTIONAL = ("admin-36-6", *CONTROLS)  # run only when named with --only
 RECIPE_OPTIONS = ("optimizer", "adam_beta1", "adam_beta2", "adam_epsilon", "weight_decay", "max_grad_norm")
 RECIPE_OPTIONS += ("label_smoothing", "num_beams", "length_penalty", "length_penalty_form")
 
@@ -426,10 +436,13 @@ def _verdicts(records: dict[str, dict[str, Any]]) -> list[str]:
             continue
         for kind in ("averaged", "best"):
             delta = record["test"][kind]["bleu"] - records[base]["test"][kind]["bleu"]
+            if name in CONTROLS:
+                lines.append(f"- {name} (control) vs {base} ({kind}): {delta:+.2f} BLEU.")
+                continue
             verdict = "holds" if delta >= 0.5 else "does not hold"
             lines.append(f"- {name} vs {base} ({kind}): {delta:+.2f} BLEU — the +0.5 aim {verdict}.")
     marian = records.get("marian-6-6")
-    deep = [r for r in records.values() if r.get("baseline")]
+    deep = [r for n, r in records.items() if r.get("baseline") and n not in CONTROLS]
     if marian and deep:
         top = max(deep, key=lambda r: r["test"]["averaged"]["bleu"])
         delta = top["test"]["averaged"]["bleu"] - marian["test"]["averaged"]["bleu"]
