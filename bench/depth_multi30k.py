@@ -96,9 +96,24 @@ MODELS: dict[str, tuple[str, str, dict[str, Any], str, str | None]] = {
         "DS-Init + MAtt 18-6, dropouts 0.1 / 0.1 (the paper's 6-layer ones; control)",
         "post-6-6",
     ),
+    # controls: does depth pay once the initialisation is Marian's? (pre-LN pair, the best deep model's family)
+    "pre-6-6-normal": (
+        "base",
+        "dlcl",
+        {**SIX_SIX, "layer_norm_position": "pre", "init_method": "normal"},
+        "our pre-LN 6-6, init_method='normal' (control)",
+        None,
+    ),
+    "dlcl-18-6-normal": (
+        "dlcl",
+        "dlcl",
+        {**DEEP, "init_method": "normal"},
+        "pre-norm DLCL 18-6, init_method='normal' (control)",
+        "pre-6-6-normal",
+    ),
 }
 # controls change one setting to find a cause; they are not candidates
-CONTROLS = ("post-6-6-normal", "dsinit-matt-18-6-dp0.1")
+CONTROLS = ("post-6-6-normal", "dsinit-matt-18-6-dp0.1", "pre-6-6-normal", "dlcl-18-6-normal")
 OPTIONAL = ("admin-36-6", *CONTROLS)  # run only when named with --only
 RECIPE_OPTIONS = ("optimizer", "adam_beta1", "adam_beta2", "adam_epsilon", "weight_decay", "max_grad_norm")
 RECIPE_OPTIONS += ("label_smoothing", "num_beams", "length_penalty", "length_penalty_form")
