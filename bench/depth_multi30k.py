@@ -126,6 +126,12 @@ def _write_json(path: Path, payload: Any) -> None:
     os.replace(tmp, path)
 
 
+def _write_lines(path: Path, lines: list[str]) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text("".join(line.replace("\n", " ") + "\n" for line in lines))
+    os.replace(tmp, path)
+
+
 def _read_json(path: Path, default: Any = None) -> Any:
     return json.loads(path.read_text()) if path.exists() else default
 
@@ -335,6 +341,7 @@ def finish(
         with torch.inference_mode():
             hypotheses = translate(model, tokenizer, sources, num_beams=options["num_beams"], batch_size=64)
         decode_cpu = time.process_time() - cpu
+        _write_lines(run_dir / f"{kind}.test.hyp", hypotheses)
         generated = sum(len(tokenizer(text_target=h)["input_ids"]) for h in hypotheses)
         scores[kind] = {
             **compute_translation_metrics(hypotheses, references),
@@ -442,28 +449,87 @@ def orchestrate(args: argparse.Namespace) -> None:
     report(args, failed)
 
 
-def _verdicts(records: dict[str, dict[str, Any]]) -> list[str]:
-    """Which of the study's aims hold, in words, from the cached results."""
+def test_hypotheses(name: str, kind: str, args: argparse.Namespace) -> list[str]:
+    """NAME's test_2016_flickr translations by its `kind` model (best / averaged), kept in NAME/KIND.test.hyp.
+    Runs finished before the file was kept are translated again from the saved model (one thread, the recipe's
+    beam, as `finish` did); their BLEU must equal the recorded one, or the saved model is not the scored one."""
+    path = RUNS / name / f"{kind}.test.hyp"
+    if path.exists():
+        return path.read_text().splitlines()
+    import torch
+    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+
+    import deep_nmt_hf  # noqa: F401 - registers the variants with the Auto classes
+    from deep_nmt_hf.training import translate
+    from deep_nmt_hf.training.metrics import compute_translation_metrics
+
+    torch.set_num_threads(1)
+    record = _read_json(RUNS / name / "result.json")
+    model_dir = RUNS / name / kind
+    model = AutoModelForSeq2SeqLM.from_pretrained(model_dir).eval()
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    pairs = multi30k_pairs("test_2016_flickr", limit=args.max_test_samples)
+    beams = _recipe(name)[0]["num_beams"]
+    with torch.inference_mode():
+        hypotheses = translate(model, tokenizer, [s for s, _ in pairs], num_beams=beams, batch_size=64)
+    bleu = compute_translation_metrics(hypotheses, [t for _, t in pairs])["bleu"]
+    if abs(bleu - record["test"][kind]["bleu"]) > 1e-6:
+        raise RuntimeError(
+            f"{model_dir}: BLEU {bleu:.4f} re-translated, {record['test'][kind]['bleu']:.4f} recorded"
+        )
+    _write_lines(path, hypotheses)
+    return hypotheses
+
+
+def significance(
+    records: dict[str, dict[str, Any]], args: argparse.Namespace
+) -> dict[str, dict[str, dict[str, Any]]]:
+    """Per model with a baseline, per kind (best / averaged): sacreBLEU's paired bootstrap (1000 resamples) of
+    its test BLEU against the baseline's (`deep_nmt_hf.training.paired_bootstrap`)."""
+    from deep_nmt_hf.training import paired_bootstrap
+
+    references = [t for _, t in multi30k_pairs("test_2016_flickr", limit=args.max_test_samples)]
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    for name, record in records.items():
+        base = record.get("baseline")
+        if base in records:
+            out[name] = {
+                kind: paired_bootstrap(
+                    test_hypotheses(base, kind, args), test_hypotheses(name, kind, args), references
+                )
+                for kind in ("averaged", "best")
+            }
+            if name not in CONTROLS and "marian-6-6" in records:
+                marian = test_hypotheses("marian-6-6", "averaged", args)
+                averaged = test_hypotheses(name, "averaged", args)
+                out[name]["averaged vs marian-6-6"] = paired_bootstrap(marian, averaged, references)
+    return out
+
+
+def _verdicts(records: dict[str, dict[str, Any]], tests: dict[str, dict[str, dict[str, Any]]]) -> list[str]:
+    """Which of the study's aims hold, in words, from the cached results and the paired bootstrap tests."""
     lines = []
     for name, record in records.items():
         base = record.get("baseline")
-        if base is None or base not in records:
+        if name not in tests:
             continue
         for kind in ("averaged", "best"):
-            delta = record["test"][kind]["bleu"] - records[base]["test"][kind]["bleu"]
+            test = tests[name][kind]
+            delta = f"{test['delta']:+.2f} BLEU (paired bootstrap p = {test['p_value']:.3f})"
             if name in CONTROLS:
-                lines.append(f"- {name} (control) vs {base} ({kind}): {delta:+.2f} BLEU.")
+                lines.append(f"- {name} (control) vs {base} ({kind}): {delta}.")
                 continue
-            verdict = "holds" if delta >= 0.5 else "does not hold"
-            lines.append(f"- {name} vs {base} ({kind}): {delta:+.2f} BLEU — the +0.5 aim {verdict}.")
+            verdict = "holds" if test["delta"] >= 0.5 else "does not hold"
+            lines.append(f"- {name} vs {base} ({kind}): {delta} — the +0.5 aim {verdict}.")
     marian = records.get("marian-6-6")
     deep = [r for n, r in records.items() if r.get("baseline") and n not in CONTROLS]
     if marian and deep:
         top = max(deep, key=lambda r: r["test"]["averaged"]["bleu"])
-        delta = top["test"]["averaged"]["bleu"] - marian["test"]["averaged"]["bleu"]
-        verdict = "holds" if delta > 0 else "does not hold"
+        test = tests[top["name"]]["averaged vs marian-6-6"]
+        verdict = "holds" if test["delta"] > 0 else "does not hold"
         lines.append(
-            f"- best deep model {top['name']} vs stock Marian 6-6 (averaged): {delta:+.2f} BLEU — {verdict}."
+            f"- best deep model {top['name']} vs stock Marian 6-6 (averaged): {test['delta']:+.2f} BLEU "
+            f"(paired bootstrap p = {test['p_value']:.3f}) — {verdict}."
         )
     return lines
 
@@ -535,8 +601,10 @@ def report(args: argparse.Namespace, failed: list[str]) -> None:
             + [round(avg[m], 2) for m in ("bleu", "chrf", "ter")]
             + [_diagnosis(r, nll)]
         )
+    tests = significance(records, args)
     signatures = sorted(
         {r["test"]["best"][f"{m}_signature"] for r in records.values() for m in ("bleu", "chrf", "ter")}
+        | {kinds[kind]["signature"] for kinds in tests.values() for kind in kinds}
     )
     name = "depth_multi30k.quick" if args.quick else "depth_multi30k"
     markdown = (
@@ -552,7 +620,10 @@ def report(args: argparse.Namespace, failed: list[str]) -> None:
         "the last two epochs (negative: still improving), the mean gradient norm of the last epoch.\n\n"
         + (markdown_table(header, rows) if rows else "No finished model yet.")
         + "\n\n## Which aims hold\n\n"
-        + ("\n".join(_verdicts(records)) or "Not enough finished models to compare.")
+        + "Test BLEU of each model against its 6-6 baseline (the aim: +0.5), with sacreBLEU's paired bootstrap "
+        "p-value (1000 resamples of the test sentences; below 0.05 the difference is unlikely to be chance). "
+        "Controls change one setting of a model to find a cause; they are not candidates.\n\n"
+        + ("\n".join(_verdicts(records, tests)) or "Not enough finished models to compare.")
         + "\n\nSignatures: "
         + "; ".join(f"`{s}`" for s in signatures)
         + "\n"
@@ -568,7 +639,8 @@ def report(args: argparse.Namespace, failed: list[str]) -> None:
             "\n![validation loss and BLEU per epoch, BLEU against training CPU time, gradient norm per epoch]"
             f"({name}.png)\n"
         )
-    write_results(name, {"settings": settings(args), "failed": failed, "models": records}, markdown)
+    payload = {"settings": settings(args), "failed": failed, "models": records, "significance": tests}
+    write_results(name, payload, markdown)
     print(markdown)
 
 

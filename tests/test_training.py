@@ -28,6 +28,7 @@ from deep_nmt_hf.training import (
     compute_translation_metrics,
     evaluate_model,
     make_compute_metrics,
+    paired_bootstrap,
     resolve_variant,
     staged_output_dir,
     tokenize_dataset,
@@ -111,6 +112,24 @@ def test_metrics_identical_to_sacrebleu() -> None:
     assert result["num_sentences"] == len(HYPOTHESES)
     assert 0 < result["bleu"] < 100
     assert compute_translation_metrics(REFERENCES, REFERENCES)["bleu"] == pytest.approx(100.0)
+
+
+def test_paired_bootstrap_tells_a_real_difference_from_chance() -> None:
+    words = "a small dog runs across the green field while two children watch it".split()
+    references = [" ".join(words[i % 5 : i % 5 + 7]) for i in range(60)]
+    truncated = [" ".join(r.split()[:3]) for r in references]
+    result = paired_bootstrap(truncated, references, references, n_samples=200)
+    assert result["bleu"] == pytest.approx(100.0)
+    assert result["baseline_bleu"] == pytest.approx(sacrebleu.corpus_bleu(truncated, [references]).score)
+    assert result["delta"] > 50 and result["p_value"] < 0.01
+    assert result["signature"].startswith("nrefs:1|bs:200|")
+    # two systems, each right on half the sentences (even / odd): the same BLEU, no evidence either way
+    evens = [r if i % 2 == 0 else t for i, (r, t) in enumerate(zip(references, truncated, strict=True))]
+    odds = [r if i % 2 else t for i, (r, t) in enumerate(zip(references, truncated, strict=True))]
+    tie = paired_bootstrap(evens, odds, references, n_samples=200)
+    assert tie["delta"] == pytest.approx(0.0, abs=1e-9) and tie["p_value"] > 0.1
+    with pytest.raises(ValueError, match="2 baseline and 3 system hypotheses, 3 references"):
+        paired_bootstrap(references[:2], references[:3], references[:3])
 
 
 def test_metrics_reject_mismatched_or_empty_lists() -> None:

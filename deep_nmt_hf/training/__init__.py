@@ -23,7 +23,7 @@ splits, tokenization), `trainer` (DeepNMTTrainer), `divergence`, `staging`, `met
 
 from .divergence import DivergenceCallback, TrainingDivergedError
 from .inputs import VALID_SPLIT_CANDIDATES, build_config, load_split, resolve_variant, tokenize_dataset
-from .metrics import compute_translation_metrics, make_compute_metrics
+from .metrics import compute_translation_metrics, make_compute_metrics, paired_bootstrap
 from .options import ADAM_BETAS, TRAIN_SAMPLING, TrainingOptions, nmt_recipe
 from .run import train
 from .staging import METRICS_FILE, SAVING_DIR, staged_output_dir
@@ -46,6 +46,7 @@ __all__ = [
     "evaluate_model",
     "load_split",
     "make_compute_metrics",
+    "paired_bootstrap",
     "nmt_recipe",
     "resolve_variant",
     "staged_output_dir",

@@ -1,4 +1,4 @@
-"""sacreBLEU metrics with signatures: BLEU, chrF and TER for generated translations."""
+"""sacreBLEU metrics with signatures: BLEU, chrF and TER for generated translations; paired bootstrap tests."""
 
 from __future__ import annotations
 
@@ -33,6 +33,43 @@ def compute_translation_metrics(hypotheses: Sequence[str], references: Sequence[
         result[f"{name}_signature"] = str(metric.get_signature())
     result["num_sentences"] = len(hypotheses)
     return result
+
+
+def paired_bootstrap(
+    baseline: Sequence[str], system: Sequence[str], references: Sequence[str], n_samples: int = 1000
+) -> dict[str, Any]:
+    """Is `system` better than `baseline` by chance? sacreBLEU's paired bootstrap resampling of corpus BLEU
+    (Koehn, 2004; Moses' bootstrap-hypothesis-difference-significance): `n_samples` resamples of the test
+    sentences with replacement, both systems scored on each; p is the share of resamples whose difference
+    exceeds the observed one around the resampled mean (two-sided).
+
+    Returns {"baseline_bleu", "bleu", "delta", "p_value", "ci95" (of the system's BLEU), "signature"}.
+    """
+    from sacrebleu.significance import PairedTest
+
+    baseline, system, references = list(baseline), list(system), list(references)
+    if not len(baseline) == len(system) == len(references) > 0:
+        raise ValueError(
+            f"{len(baseline)} baseline and {len(system)} system hypotheses, {len(references)} references: "
+            "they must pair up and not be empty"
+        )
+    test = PairedTest(
+        [("baseline", baseline), ("system", system)],
+        {"BLEU": BLEU()},
+        [references],
+        test_type="bs",
+        n_samples=n_samples,
+    )
+    signatures, scores = test()
+    base, result = scores["BLEU"]
+    return {
+        "baseline_bleu": float(base.score),
+        "bleu": float(result.score),
+        "delta": float(result.score - base.score),
+        "p_value": float(result.p_value),
+        "ci95": float(result.ci),
+        "signature": str(signatures["BLEU"]),
+    }
 
 
 def make_compute_metrics(
