@@ -449,7 +449,18 @@ def orchestrate(args: argparse.Namespace) -> None:
     report(args, failed)
 
 
-def test_hypotheses(name: str, kind: str, args: argparse.Namespace) -> list[str]:
+def _load_saved(model_dir: Path) -> tuple[Any, Any]:
+    """A saved final model (eval mode, one torch thread, as the workers ran) and its tokenizer."""
+    import torch
+    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+
+    import deep_nmt_hf  # noqa: F401 - registers the variants with the Auto classes
+
+    torch.set_num_threads(1)
+    return AutoModelForSeq2SeqLM.from_pretrained(model_dir).eval(), AutoTokenizer.from_pretrained(model_dir)
+
+
+def saved_test_translations(name: str, kind: str, args: argparse.Namespace) -> list[str]:
     """NAME's test_2016_flickr translations by its `kind` model (best / averaged), kept in NAME/KIND.test.hyp.
     Runs finished before the file was kept are translated again from the saved model (one thread, the recipe's
     beam, as `finish` did); their BLEU must equal the recorded one, or the saved model is not the scored one."""
@@ -457,17 +468,13 @@ def test_hypotheses(name: str, kind: str, args: argparse.Namespace) -> list[str]
     if path.exists():
         return path.read_text().splitlines()
     import torch
-    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
-    import deep_nmt_hf  # noqa: F401 - registers the variants with the Auto classes
     from deep_nmt_hf.training import translate
     from deep_nmt_hf.training.metrics import compute_translation_metrics
 
-    torch.set_num_threads(1)
     record = _read_json(RUNS / name / "result.json")
     model_dir = RUNS / name / kind
-    model = AutoModelForSeq2SeqLM.from_pretrained(model_dir).eval()
-    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    model, tokenizer = _load_saved(model_dir)
     pairs = multi30k_pairs("test_2016_flickr", limit=args.max_test_samples)
     beams = _recipe(name)[0]["num_beams"]
     with torch.inference_mode():
@@ -495,13 +502,15 @@ def significance(
         if base in records:
             out[name] = {
                 kind: paired_bootstrap(
-                    test_hypotheses(base, kind, args), test_hypotheses(name, kind, args), references
+                    saved_test_translations(base, kind, args),
+                    saved_test_translations(name, kind, args),
+                    references,
                 )
                 for kind in ("averaged", "best")
             }
             if name not in CONTROLS and "marian-6-6" in records:
-                marian = test_hypotheses("marian-6-6", "averaged", args)
-                averaged = test_hypotheses(name, "averaged", args)
+                marian = saved_test_translations("marian-6-6", "averaged", args)
+                averaged = saved_test_translations(name, "averaged", args)
                 out[name]["averaged vs marian-6-6"] = paired_bootstrap(marian, averaged, references)
     return out
 
@@ -545,13 +554,9 @@ def eval_mode_nll(name: str, args: argparse.Namespace) -> dict[str, float]:
     if cache.get("result_mtime") == result.stat().st_mtime:
         return cache["nll"]
     import torch
-    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, DataCollatorForSeq2Seq
+    from transformers import DataCollatorForSeq2Seq
 
-    import deep_nmt_hf  # noqa: F401 - registers the variants with the Auto classes
-
-    torch.set_num_threads(1)
-    tokenizer = AutoTokenizer.from_pretrained(run_dir / "best")
-    model = AutoModelForSeq2SeqLM.from_pretrained(run_dir / "best").eval()
+    model, tokenizer = _load_saved(run_dir / "best")
     collate = DataCollatorForSeq2Seq(tokenizer, model=model, label_pad_token_id=-100)
     nll = {}
     for split in ("train", "val"):
