@@ -658,10 +658,13 @@ def plot(records: dict[str, dict[str, Any]], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     fig, ((loss, cost), (bleu, norm)) = plt.subplots(2, 2, figsize=(13, 9))
+    colours = plt.get_cmap("tab20").colors
     for name, record in records.items():
         history = record["history"]
         epochs = [e["epoch"] for e in history]
-        style = {"linestyle": "--" if record.get("baseline") is None else "-", "marker": ".", "label": name}
+        line = ":" if name in CONTROLS else "--" if record.get("baseline") is None else "-"
+        colour = colours[list(MODELS).index(name) % len(colours)]
+        style = {"linestyle": line, "color": colour, "marker": ".", "label": name}
         loss.plot(epochs, [e["valid_loss"] for e in history], **style)
         bleu.plot(epochs, [e["valid_bleu"] for e in history], **style)
         norm.plot(epochs, [e["grad_norm"] for e in history], **style)
@@ -678,7 +681,7 @@ def plot(records: dict[str, dict[str, Any]], path: Path) -> None:
     norm.set(xlabel="epoch", ylabel="mean gradient norm (before clipping)", title="gradient norm per epoch")
     norm.set_yscale("log")
     cost.legend(fontsize=8)
-    fig.suptitle("Multi30k en→de: deep variants (solid) against the 6-6 models (dashed)")
+    fig.suptitle("Multi30k en→de: deep variants (solid), the 6-6 models (dashed), controls (dotted)")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
