@@ -50,6 +50,8 @@ from common import (
 )
 from quality_multi30k import model_from_fields
 
+from deep_nmt_hf.atomic import atomic_write
+
 # outside the work tree, so that a study spans sittings (and fresh clones) on the same machine
 STUDY_CACHE = Path(os.environ.get("DEEP_NMT_BENCH_CACHE", Path.home() / ".cache" / "deep_nmt_bench"))
 RUNS = STUDY_CACHE / "depth-runs"
@@ -121,15 +123,13 @@ RECIPE_OPTIONS += ("label_smoothing", "num_beams", "length_penalty", "length_pen
 
 # ------------------------------------------------------------------------------------------------- one model
 def _write_json(path: Path, payload: Any) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(payload, indent=2, default=str) + "\n")
-    os.replace(tmp, path)
+    with atomic_write(path) as handle:
+        handle.write(json.dumps(payload, indent=2, default=str) + "\n")
 
 
 def _write_lines(path: Path, lines: list[str]) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text("".join(line.replace("\n", " ") + "\n" for line in lines))
-    os.replace(tmp, path)
+    with atomic_write(path) as handle:
+        handle.write("".join(line.replace("\n", " ") + "\n" for line in lines))
 
 
 def _read_json(path: Path, default: Any = None) -> Any:
