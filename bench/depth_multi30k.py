@@ -474,15 +474,29 @@ def _load_saved(model_dir: Path) -> tuple[Any, Any]:
     return AutoModelForSeq2SeqLM.from_pretrained(model_dir).eval(), AutoTokenizer.from_pretrained(model_dir)
 
 
-def saved_test_translations(name: str, kind: str, args: argparse.Namespace) -> list[str]:
+DECODING = ("num_beams", "length_penalty", "length_penalty_form")
+
+
+def _decoding(name: str) -> tuple[Any, ...]:
+    """The beam size and length penalty (α, form) of NAME's recipe."""
+    options = _recipe(name)[0]
+    return tuple(options[k] for k in DECODING)
+
+
+def saved_test_translations(
+    name: str, kind: str, args: argparse.Namespace, decoding_of: str | None = None
+) -> list[str]:
     """NAME's test_2016_flickr translations by its `kind` model (best / averaged), kept in NAME/KIND.test.hyp.
     Runs finished before the file was kept are translated again from the saved model (one thread, the recipe's
-    beam, as `finish` did); their BLEU must equal the recorded one, or the saved model is not the scored one."""
-    path = RUNS / name / f"{kind}.test.hyp"
+    beam, as `finish` did); their BLEU must equal the recorded one, or the saved model is not the scored one.
+    `decoding_of=OTHER` decodes with OTHER's recipe's beam and length penalty instead (NAME/KIND.test.as-OTHER.hyp):
+    the same model, the baseline's decoding."""
+    path = RUNS / name / (f"{kind}.test.hyp" if decoding_of is None else f"{kind}.test.as-{decoding_of}.hyp")
     if path.exists():
         return path.read_text().splitlines()
     import torch
 
+    from deep_nmt_hf.length_penalty import set_length_penalty
     from deep_nmt_hf.training import translate
     from deep_nmt_hf.training.metrics import compute_translation_metrics
 
@@ -490,11 +504,12 @@ def saved_test_translations(name: str, kind: str, args: argparse.Namespace) -> l
     model_dir = RUNS / name / kind
     model, tokenizer = _load_saved(model_dir)
     pairs = multi30k_pairs("test_2016_flickr", limit=args.max_test_samples)
-    beams = _recipe(name)[0]["num_beams"]
+    beams, alpha, form = _decoding(decoding_of or name)
+    set_length_penalty(model.generation_config, alpha, form)
     with torch.inference_mode():
         hypotheses = translate(model, tokenizer, [s for s, _ in pairs], num_beams=beams, batch_size=64)
     bleu = compute_translation_metrics(hypotheses, [t for _, t in pairs])["bleu"]
-    if abs(bleu - record["test"][kind]["bleu"]) > 1e-6:
+    if decoding_of is None and abs(bleu - record["test"][kind]["bleu"]) > 1e-6:
         raise RuntimeError(
             f"{model_dir}: BLEU {bleu:.4f} re-translated, {record['test'][kind]['bleu']:.4f} recorded"
         )
@@ -506,7 +521,8 @@ def significance(
     records: dict[str, dict[str, Any]], args: argparse.Namespace
 ) -> dict[str, dict[str, dict[str, Any]]]:
     """Per model with a baseline, per kind (best / averaged): sacreBLEU's paired bootstrap (1000 resamples) of
-    its test BLEU against the baseline's (`deep_nmt_hf.training.paired_bootstrap`)."""
+    its test BLEU against the baseline's (`deep_nmt_hf.training.paired_bootstrap`); against stock Marian; and,
+    where the two recipes decode differently (beam, length penalty), with the model decoded as the baseline."""
     from deep_nmt_hf.training import paired_bootstrap
 
     references = [t for _, t in multi30k_pairs("test_2016_flickr", limit=args.max_test_samples)]
@@ -526,6 +542,15 @@ def significance(
                 marian = saved_test_translations("marian-6-6", "averaged", args)
                 averaged = saved_test_translations(name, "averaged", args)
                 out[name]["averaged vs marian-6-6"] = paired_bootstrap(marian, averaged, references)
+            if _decoding(name) != _decoding(
+                base
+            ):  # the recipes decode differently: also compare like with like
+                for kind in ("averaged", "best"):
+                    out[name][f"{kind}, {base}'s decoding"] = paired_bootstrap(
+                        saved_test_translations(base, kind, args),
+                        saved_test_translations(name, kind, args, decoding_of=base),
+                        references,
+                    )
     return out
 
 
@@ -550,6 +575,13 @@ def _verdicts(records: dict[str, dict[str, Any]], tests: dict[str, dict[str, dic
                 continue
             verdict = "holds" if test["delta"] >= 0.5 else "does not hold"
             lines.append(f"- {name} vs {base} ({kind}): {delta} — the +0.5 aim {verdict}.")
+            same = tests[name].get(f"{kind}, {base}'s decoding")
+            if same is not None:
+                verdict = "holds" if same["delta"] >= 0.5 else "does not hold"
+                lines.append(
+                    f"  - decoded with {base}'s beam and length penalty: {same['delta']:+.2f} BLEU "
+                    f"(p = {same['p_value']:.3f}) — the +0.5 aim {verdict}."
+                )
     marian = records.get("marian-6-6")
     deep = [r for n, r in records.items() if r.get("baseline") and n not in CONTROLS]
     if marian and deep:
@@ -565,22 +597,30 @@ def _verdicts(records: dict[str, dict[str, Any]], tests: dict[str, dict[str, dic
 
 def eval_mode_nll(name: str, args: argparse.Namespace) -> dict[str, float]:
     """Token NLL (no label smoothing, no dropout) of the best checkpoint on the first `--valid-sentences` training
-    pairs and on the validation pairs: the over-fitting gap. The training loss the Trainer logs has dropout (and,
-    for the deep decoder, the DDR / ALD terms) in it, so valid − logged train is negative and says nothing.
-    Cached in NAME/diagnosis.json next to the result it was computed from."""
+    pairs ("train"), on the validation pairs ("val"), and on the validation pairs with every source moved to the
+    next pair's target ("val_wrong_source"). val − train is the over-fitting gap: the training loss the Trainer
+    logs has dropout (and, for the deep decoder, the DDR / ALD terms) in it, so valid − logged train is negative
+    and says nothing. val_wrong_source − val is how much the model reads the source: a decoder that ignores the
+    source (deep-decoder-cad-crt, sec. 3) loses little when it is wrong. Cached in NAME/diagnosis.json next to the
+    result it was computed from."""
     run_dir = RUNS / name
     result = run_dir / "result.json"
     cache = _read_json(run_dir / "diagnosis.json", {})
-    if cache.get("result_mtime") == result.stat().st_mtime:
+    if cache.get("result_mtime") == result.stat().st_mtime and "val_wrong_source" in cache["nll"]:
         return cache["nll"]
     import torch
     from transformers import DataCollatorForSeq2Seq
 
     model, tokenizer = _load_saved(run_dir / "best")
     collate = DataCollatorForSeq2Seq(tokenizer, model=model, label_pad_token_id=-100)
+    valid = multi30k_pairs("val", limit=args.valid_sentences)
+    sets = {
+        "train": multi30k_pairs("train", limit=args.valid_sentences),
+        "val": valid,
+        "val_wrong_source": [(valid[(i + 1) % len(valid)][0], t) for i, (_, t) in enumerate(valid)],
+    }
     nll = {}
-    for split in ("train", "val"):
-        pairs = multi30k_pairs(split, limit=args.valid_sentences)
+    for split, pairs in sets.items():
         features = [
             tokenizer(s, text_target=t, max_length=args.max_length, truncation=True) for s, t in pairs
         ]
@@ -599,14 +639,24 @@ def eval_mode_nll(name: str, args: argparse.Namespace) -> dict[str, float]:
     return nll
 
 
-def _diagnosis(record: dict[str, Any], nll: dict[str, float]) -> str:
-    """Over-fitting gap (eval-mode NLL, valid − train), the valid-loss slope over the last two epochs (too few
-    epochs), the mean gradient norm of the last epoch (optimisation)."""
+def length_ratio(hypotheses: list[str], references: list[str]) -> float:
+    """sacreBLEU's hypothesis / reference length ratio (13a tokens; below 1 BLEU's brevity penalty bites)."""
+    from sacrebleu.metrics import BLEU
+
+    score = BLEU().corpus_score(hypotheses, [references])
+    return score.sys_len / score.ref_len
+
+
+def _diagnosis(record: dict[str, Any], nll: dict[str, float], length_ratio: float) -> str:
+    """Over-fitting gap (eval-mode NLL, valid − train), source reliance (valid NLL with wrong sources − valid NLL),
+    the valid-loss slope over the last two epochs (too few epochs), the mean gradient norm of the last epoch
+    (optimisation), the hypothesis / reference length ratio of the averaged model on test (decoding)."""
     history = record["history"]
     slope = (history[-1]["valid_loss"] - history[-3]["valid_loss"]) / 2 if len(history) >= 3 else float("nan")
     norm = history[-1]["grad_norm"]
-    text = f"gap {nll['val'] - nll['train']:+.2f}, slope {slope:+.3f}/ep"
-    return text + (f", |g| {norm:.2f}" if norm is not None else "")
+    text = f"gap {nll['val'] - nll['train']:+.2f}, src {nll['val_wrong_source'] - nll['val']:+.2f}"
+    text += f", slope {slope:+.3f}/ep" + (f", |g| {norm:.2f}" if norm is not None else "")
+    return text + f", len {length_ratio:.2f}"
 
 
 def report(args: argparse.Namespace, failed: list[str]) -> None:
@@ -614,6 +664,7 @@ def report(args: argparse.Namespace, failed: list[str]) -> None:
     records = {n: _read_json(RUNS / n / "result.json") for n in names}
     header = ["model", "recipe", "params (M)", "epochs", "best ep", "CPU-s/ep", "decode tok/CPU-s"]
     header += ["BLEU best", "chrF best", "TER best", "BLEU avg", "chrF avg", "TER avg", "diagnosis"]
+    references = [t for _, t in multi30k_pairs("test_2016_flickr", limit=args.max_test_samples)]
     rows = []
     for name, r in records.items():
         nll = eval_mode_nll(name, args)
@@ -624,7 +675,7 @@ def report(args: argparse.Namespace, failed: list[str]) -> None:
             + [r["best_epoch"], round(per_epoch), round(avg["decode_tokens_per_cpu_s"])]
             + [round(best[m], 2) for m in ("bleu", "chrf", "ter")]
             + [round(avg[m], 2) for m in ("bleu", "chrf", "ter")]
-            + [_diagnosis(r, nll)]
+            + [_diagnosis(r, nll, length_ratio(saved_test_translations(name, "averaged", args), references))]
         )
     tests = significance(records, args)
     signatures = sorted(
@@ -641,8 +692,11 @@ def report(args: argparse.Namespace, failed: list[str]) -> None:
         f"{args.valid_sentences} sentences after every epoch. Test: test_2016_flickr, the best-validation-loss "
         f"epoch checkpoint (best) and the average of the last {args.average} epoch checkpoints (avg), the recipe's "
         "beam and length penalty. Diagnosis: the over-fitting gap (token NLL of the best checkpoint in eval mode, "
-        f"{args.valid_sentences} validation minus {args.valid_sentences} training pairs), the valid-loss slope over "
-        "the last two epochs (negative: still improving), the mean gradient norm of the last epoch.\n\n"
+        f"{args.valid_sentences} validation minus {args.valid_sentences} training pairs), the source reliance (src: the validation NLL "
+        "when every source is another sentence's, minus the true one; a decoder that ignores the source scores "
+        "near 0), the valid-loss slope over the last two epochs (negative: still improving), the mean gradient "
+        "norm of the last epoch, the test length ratio of the averaged model (len: hypothesis / reference "
+        "tokens; below 1 BLEU's brevity penalty bites).\n\n"
         + (markdown_table(header, rows) if rows else "No finished model yet.")
         + "\n\n## Which aims hold\n\n"
         + "Test BLEU of each model against its 6-6 baseline (the aim: +0.5), with sacreBLEU's paired bootstrap "
