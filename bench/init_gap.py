@@ -14,8 +14,11 @@ schedule and the same label-smoothed loss (collapse_losses.token_cross_entropy, 
   ours-xavier-gain1  the same, q/k/v re-drawn with Glorot gain 1 (our default before issue #14)
   ours-normal        the same model with init_method="normal" (deep_nmt_hf.initialization: every linear and
                      embedding weight from N(0, init_std = 0.02), biases and the padding row zero)
+  ours-xavier-emb0.02  ours-xavier with only the word embeddings re-drawn from N(0, 0.02)
+  ours-normal-embfs    ours-normal with only the word embeddings re-drawn from fairseq's N(0, d^-1/2)
 
-If ours-normal tracks marian and ours-xavier does not, the gap is the initialisation, not the implementation.
+If ours-normal tracks marian and ours-xavier does not, the gap is the initialisation, not the implementation; the
+last two sides split it between the word embeddings (tied with the output projection) and the linear maps.
 
     python bench/init_gap.py            # d 64, 300 steps of batch 64 (~5 min on one core)
     python bench/init_gap.py --quick    # smoke run
@@ -43,6 +46,16 @@ def plain_glorot_qkv(model: torch.nn.Module) -> None:
     for name, module in model.named_modules():
         if isinstance(module, torch.nn.Linear) and name.rsplit(".", 1)[-1] in ("q_proj", "k_proj", "v_proj"):
             torch.nn.init.xavier_uniform_(module.weight)
+
+
+@torch.no_grad()
+def redraw_embeddings(model: torch.nn.Module, std: float) -> None:
+    """Re-draw every word embedding (shared / tied with the output projection) from N(0, std), padding row zero."""
+    for module in model.modules():
+        if isinstance(module, torch.nn.Embedding):
+            torch.nn.init.normal_(module.weight, std=std)
+            if module.padding_idx is not None:
+                module.weight[module.padding_idx].zero_()
 
 
 def train_losses(model: torch.nn.Module, batches: list[dict], args: argparse.Namespace) -> list[float]:
@@ -93,6 +106,8 @@ def main(argv: list[str] | None = None) -> None:
         "ours-xavier": "base-6-6",
         "ours-xavier-gain1": "base-6-6",
         "ours-normal": "base-6-6-normal",
+        "ours-xavier-emb0.02": "base-6-6",
+        "ours-normal-embfs": "base-6-6-normal",
     }
     curves: dict[str, list[float]] = {}
     for side, name in sides.items():
@@ -100,6 +115,10 @@ def main(argv: list[str] | None = None) -> None:
         model = build_model(name, tokenizer, args.d_model, 64)
         if side == "ours-xavier-gain1":
             plain_glorot_qkv(model)
+        elif side == "ours-xavier-emb0.02":
+            redraw_embeddings(model, 0.02)
+        elif side == "ours-normal-embfs":
+            redraw_embeddings(model, args.d_model**-0.5)
         curves[side] = train_losses(model, batches, args)
         print(f"{side}: last-{args.window} mean loss {sum(curves[side][-args.window :]) / args.window:.3f}")
 
