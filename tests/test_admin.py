@@ -18,6 +18,7 @@ from deep_nmt_hf.admin import (
     broadcast_omegas,
     current_omegas,
     omega_recursion,
+    warn_if_omega_below_one,
 )
 from deep_nmt_hf.residual import AdminOmega, DeepNormAlpha, analytic_omega, deepnorm_constants
 
@@ -85,6 +86,22 @@ def test_profiling_is_deterministic_and_omega_grows_with_depth() -> None:
     assert enc[-1] > 3.0
     assert model.config.admin_profiled
     assert_omegas_close(current_omegas(model), first)  # written into the model
+
+
+def test_profiling_warns_when_a_small_init_keeps_omega_below_one(caplog: pytest.LogCaptureFixture) -> None:
+    """N(0, 0.02) embeddings and branches profile to ω < 1 (flat in depth): a warning names the init;
+    fairseq's init profiles to ω ≥ 1 silently."""
+    with caplog.at_level("WARNING", logger="deep_nmt_hf.admin"):
+        fairseq = admin_profile(
+            tiny_model(seed=3, residual_scaling="admin", encoder_layers=6), profiling_batch()
+        )
+    assert min(fairseq["encoder"]) >= 1.0 and not caplog.records
+    normal = tiny_model(seed=3, residual_scaling="admin", encoder_layers=6, init_method="normal")
+    with caplog.at_level("WARNING", logger="deep_nmt_hf.admin"):
+        omegas = admin_profile(normal, profiling_batch())
+    assert min(omegas["encoder"]) < 1.0
+    assert "init_method='normal'" in caplog.text and "ω below 1" in caplog.text
+    assert warn_if_omega_below_one({"encoder": [1.0, 1.5], "decoder": [1.0]}, normal.config) is False
 
 
 def _stepwise_omegas(model, batch: dict[str, torch.Tensor], seed: int) -> dict[str, list[float]]:
