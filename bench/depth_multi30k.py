@@ -542,9 +542,8 @@ def significance(
                 marian = saved_test_translations("marian-6-6", "averaged", args)
                 averaged = saved_test_translations(name, "averaged", args)
                 out[name]["averaged vs marian-6-6"] = paired_bootstrap(marian, averaged, references)
-            if _decoding(name) != _decoding(
-                base
-            ):  # the recipes decode differently: also compare like with like
+            # the two recipes decode differently: also compare like with like
+            if _decoding(name) != _decoding(base):
                 for kind in ("averaged", "best"):
                     out[name][f"{kind}, {base}'s decoding"] = paired_bootstrap(
                         saved_test_translations(base, kind, args),
