@@ -518,14 +518,13 @@ def saved_test_translations(
 
 
 def significance(
-    records: dict[str, dict[str, Any]], args: argparse.Namespace
+    records: dict[str, dict[str, Any]], references: list[str], args: argparse.Namespace
 ) -> dict[str, dict[str, dict[str, Any]]]:
     """Per model with a baseline, per kind (best / averaged): sacreBLEU's paired bootstrap (1000 resamples) of
     its test BLEU against the baseline's (`deep_nmt_hf.training.paired_bootstrap`); against stock Marian; and,
     where the two recipes decode differently (beam, length penalty), with the model decoded as the baseline."""
     from deep_nmt_hf.training import paired_bootstrap
 
-    references = [t for _, t in multi30k_pairs("test_2016_flickr", limit=args.max_test_samples)]
     out: dict[str, dict[str, dict[str, Any]]] = {}
     for name, record in records.items():
         base = record.get("baseline")
@@ -553,6 +552,15 @@ def significance(
     return out
 
 
+def _delta(test: dict[str, Any]) -> str:
+    """A paired bootstrap result in words: "+1.23 BLEU (paired bootstrap p = 0.004)"."""
+    return f"{test['delta']:+.2f} BLEU (paired bootstrap p = {test['p_value']:.3f})"
+
+
+def _aim(delta: float) -> str:
+    return "holds" if delta >= 0.5 else "does not hold"
+
+
 def _verdicts(records: dict[str, dict[str, Any]], tests: dict[str, dict[str, dict[str, Any]]]) -> list[str]:
     """Which of the study's aims hold, in words, from the cached results and the paired bootstrap tests."""
     lines = []
@@ -562,24 +570,18 @@ def _verdicts(records: dict[str, dict[str, Any]], tests: dict[str, dict[str, dic
             continue
         for kind in ("averaged", "best"):
             test = tests[name][kind]
-            delta = f"{test['delta']:+.2f} BLEU (paired bootstrap p = {test['p_value']:.3f})"
             if name in CONTROLS:
-                lines.append(f"- {name} (control) vs {base} ({kind}): {delta}.")
+                lines.append(f"- {name} (control) vs {base} ({kind}): {_delta(test)}.")
                 if kind == "best":
-                    test = tests[name]["averaged vs marian-6-6"]
-                    lines.append(
-                        f"- {name} (control) vs stock Marian 6-6 (averaged): {test['delta']:+.2f} BLEU "
-                        f"(paired bootstrap p = {test['p_value']:.3f})."
-                    )
+                    marian = _delta(tests[name]["averaged vs marian-6-6"])
+                    lines.append(f"- {name} (control) vs stock Marian 6-6 (averaged): {marian}.")
                 continue
-            verdict = "holds" if test["delta"] >= 0.5 else "does not hold"
-            lines.append(f"- {name} vs {base} ({kind}): {delta} — the +0.5 aim {verdict}.")
+            lines.append(f"- {name} vs {base} ({kind}): {_delta(test)} — the +0.5 aim {_aim(test['delta'])}.")
             same = tests[name].get(f"{kind}, {base}'s decoding")
             if same is not None:
-                verdict = "holds" if same["delta"] >= 0.5 else "does not hold"
                 lines.append(
-                    f"  - decoded with {base}'s beam and length penalty: {same['delta']:+.2f} BLEU "
-                    f"(p = {same['p_value']:.3f}) — the +0.5 aim {verdict}."
+                    f"  - decoded with {base}'s beam and length penalty: {_delta(same)} — the +0.5 aim "
+                    f"{_aim(same['delta'])}."
                 )
     marian = records.get("marian-6-6")
     deep = [r for n, r in records.items() if r.get("baseline") and n not in CONTROLS]
@@ -588,8 +590,7 @@ def _verdicts(records: dict[str, dict[str, Any]], tests: dict[str, dict[str, dic
         test = tests[top["name"]]["averaged vs marian-6-6"]
         verdict = "holds" if test["delta"] > 0 else "does not hold"
         lines.append(
-            f"- best deep model {top['name']} vs stock Marian 6-6 (averaged): {test['delta']:+.2f} BLEU "
-            f"(paired bootstrap p = {test['p_value']:.3f}) — {verdict}."
+            f"- best deep model {top['name']} vs stock Marian 6-6 (averaged): {_delta(test)} — {verdict}."
         )
     return lines
 
@@ -646,7 +647,7 @@ def length_ratio(hypotheses: list[str], references: list[str]) -> float:
     return score.sys_len / score.ref_len
 
 
-def _diagnosis(record: dict[str, Any], nll: dict[str, float], length_ratio: float) -> str:
+def _diagnosis(record: dict[str, Any], nll: dict[str, float], ratio: float) -> str:
     """Over-fitting gap (eval-mode NLL, valid − train), source reliance (valid NLL with wrong sources − valid NLL),
     the valid-loss slope over the last two epochs (too few epochs), the mean gradient norm of the last epoch
     (optimisation), the hypothesis / reference length ratio of the averaged model on test (decoding)."""
@@ -655,7 +656,7 @@ def _diagnosis(record: dict[str, Any], nll: dict[str, float], length_ratio: floa
     norm = history[-1]["grad_norm"]
     text = f"gap {nll['val'] - nll['train']:+.2f}, src {nll['val_wrong_source'] - nll['val']:+.2f}"
     text += f", slope {slope:+.3f}/ep" + (f", |g| {norm:.2f}" if norm is not None else "")
-    return text + f", len {length_ratio:.2f}"
+    return text + f", len {ratio:.2f}"
 
 
 def report(args: argparse.Namespace, failed: list[str]) -> None:
@@ -676,7 +677,7 @@ def report(args: argparse.Namespace, failed: list[str]) -> None:
             + [round(avg[m], 2) for m in ("bleu", "chrf", "ter")]
             + [_diagnosis(r, nll, length_ratio(saved_test_translations(name, "averaged", args), references))]
         )
-    tests = significance(records, args)
+    tests = significance(records, references, args)
     signatures = sorted(
         {r["test"]["best"][f"{m}_signature"] for r in records.values() for m in ("bleu", "chrf", "ter")}
         | {kinds[kind]["signature"] for kinds in tests.values() for kind in kinds}
