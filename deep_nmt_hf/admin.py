@@ -35,6 +35,7 @@ import torch
 from torch import nn
 from transformers import TrainerCallback
 
+from .distributed import process_group_is_up
 from .plots import plot_omegas
 from .residual import AdminOmega
 from .sharding import broadcast_object, gathered_parameters, is_sharded
@@ -163,7 +164,7 @@ def current_omegas(model: nn.Module) -> dict[str, list[float]]:
 
 def broadcast_omegas(model: nn.Module) -> None:
     """Make every rank hold rank 0's ω (no-op outside torch.distributed)."""
-    if not (torch.distributed.is_available() and torch.distributed.is_initialized()):
+    if not process_group_is_up():
         return
     for sublayers in _admin_sublayers(model).values():
         for sublayer in sublayers:
@@ -208,9 +209,7 @@ class AdminProfilingCallback(TrainerCallback):
         dataset = dataloader.dataset
         size = min(len(dataset), self.batch_size or args.per_device_train_batch_size)
         batch = dataloader.collate_fn([dataset[i] for i in range(size)])
-        is_main = not (torch.distributed.is_available() and torch.distributed.is_initialized()) or (
-            torch.distributed.get_rank() == 0
-        )
+        is_main = not process_group_is_up() or (torch.distributed.get_rank() == 0)
         sharded = is_sharded(model)
         if is_main or sharded:
             omegas = admin_profile(model, batch, seed=self.seed)

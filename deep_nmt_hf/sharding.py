@@ -29,6 +29,8 @@ from typing import Any
 import torch
 from torch import nn
 
+from .distributed import process_group_is_up
+
 STRATEGY = "fsdp2"
 
 
@@ -55,7 +57,7 @@ def shard_model(model: nn.Module, *, reshard_after_forward: bool = True) -> nn.M
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import fully_shard, register_fsdp_forward_method
 
-    if not (torch.distributed.is_available() and torch.distributed.is_initialized()):
+    if not process_group_is_up():
         raise RuntimeError(
             "shard_model needs torch.distributed initialised (launch with torchrun / accelerate launch)"
         )
@@ -201,7 +203,7 @@ def gathered_parameters(model: nn.Module) -> Iterator[None]:
 
 def broadcast_object(value: Any, src: int = 0) -> Any:
     """`value` of rank `src` on every rank (no-op outside torch.distributed)."""
-    if not (torch.distributed.is_available() and torch.distributed.is_initialized()):
+    if not process_group_is_up():
         return value
     holder = [value]
     torch.distributed.broadcast_object_list(holder, src=src)

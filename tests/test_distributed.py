@@ -22,6 +22,8 @@ from launching import STEPS, free_port, train_args, write_train_split
 from safetensors.torch import load_file
 
 from deep_nmt_hf import VARIANTS, cli, training
+from deep_nmt_hf.distributed import end_process_group
+from deep_nmt_hf.synthetic import SRC_LANG, TGT_LANG
 from deep_nmt_hf.training import resolve_variant
 
 REPO = Path(__file__).resolve().parents[1]
@@ -128,6 +130,34 @@ def test_fsdp_config_on_a_cpu_only_machine_trains_as_ddp(
     assert record["hyperparameters"]["distributed_type"] == "MULTI_CPU"
     assert record["hyperparameters"]["world_size"] == 2
     assert_same_training(one_process, out)
+
+
+def test_a_command_that_succeeds_ends_the_process_group_and_one_that_fails_leaves_it(
+    data_dir: Path, tmp_path: Path
+) -> None:
+    """torch's shutdown contract (deep_nmt_hf/distributed.py): a gloo group left to the interpreter's teardown
+    can abort a finished rank (SIGABRT) and fail the launch. After a failure other ranks may still be in a
+    collective, so the group is left to the launcher. One rank, an in-process gloo group."""
+    store = torch.distributed.FileStore(str(tmp_path / "store"), 1)
+    torch.distributed.init_process_group("gloo", store=store, rank=0, world_size=1)
+    try:
+        argv = [
+            "data",
+            "to-json",
+            "--data-dir",
+            str(data_dir),
+            "--src-lang",
+            SRC_LANG,
+            "--tgt-lang",
+            TGT_LANG,
+        ]
+        assert cli.main([*argv, "--split", "missing", str(tmp_path / "missing.jsonl")]) == cli.EXIT_ERROR
+        assert torch.distributed.is_initialized()
+        assert cli.main([*argv, "--split", "train", str(tmp_path / "train.jsonl")]) == 0
+        assert not torch.distributed.is_initialized()
+    finally:
+        end_process_group()
+    end_process_group()  # and without a group: nothing to do
 
 
 # ------------------------------------------------------------------------------------ gradient checkpointing

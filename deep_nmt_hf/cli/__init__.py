@@ -56,10 +56,11 @@ def main(argv: list[str] | None = None) -> int:
     complete_package_import()
     _setup_logging(quiet=getattr(args, "no_progress", False))
     from ..data import DataError
+    from ..distributed import end_process_group
     from ..training import TrainingDivergedError
 
     try:
-        return handlers[args.command](args)
+        code = handlers[args.command](args)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
@@ -68,3 +69,6 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print(f"error: {err}", file=sys.stderr)
         return EXIT_ERROR
+    if code == 0:
+        end_process_group()  # torch's shutdown contract: see deep_nmt_hf.distributed
+    return code

@@ -7,9 +7,9 @@ import math
 from typing import Any
 
 import torch
-from transformers import (
-    TrainerCallback,
-)
+from transformers import TrainerCallback
+
+from ..distributed import process_group_is_up
 
 logger = logging.getLogger(__name__)
 
@@ -74,7 +74,7 @@ class DivergenceCallback(TrainerCallback):
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         totals = [self._sum, float(self._count), float(self._bad)]
         self._sum, self._count, self._bad = 0.0, 0, 0
-        if torch.distributed.is_available() and torch.distributed.is_initialized():
+        if process_group_is_up():
             device = getattr(args, "device", None) or torch.device("cpu")
             tensor = torch.tensor(totals, dtype=torch.float64, device=device)
             torch.distributed.all_reduce(tensor)
