@@ -9,6 +9,7 @@ import os
 import pytest
 import torch
 from factories import PAD, VOCAB, padded_batch, tiny_config, tiny_model
+from launching import free_port
 from transformers import AutoModelForSeq2SeqLM
 
 from deep_nmt_hf import AdminConfig, AdminForConditionalGeneration
@@ -344,12 +345,7 @@ def _rank_main(rank: int, world: int, out_dir: str, port: int) -> None:
 
 
 def test_two_process_profiling_gives_identical_omega_on_both_ranks(tmp_path) -> None:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    torch.multiprocessing.spawn(_rank_main, args=(2, str(tmp_path), port), nprocs=2, join=True)
+    torch.multiprocessing.spawn(_rank_main, args=(2, str(tmp_path), free_port()), nprocs=2, join=True)
     ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(2)]
     assert ranks[0]["omegas"] == ranks[1]["omegas"]  # bitwise identical
     assert ranks[0]["profiled"] and ranks[1]["profiled"]
