@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -21,8 +22,7 @@ import torch
 from launching import STEPS, free_port, train_args, write_train_split
 from safetensors.torch import load_file
 
-from deep_nmt_hf import VARIANTS, cli, training
-from deep_nmt_hf.distributed import end_process_group
+from deep_nmt_hf import VARIANTS, cli, distributed, training
 from deep_nmt_hf.synthetic import SRC_LANG, TGT_LANG
 from deep_nmt_hf.training import resolve_variant
 
@@ -133,11 +133,14 @@ def test_fsdp_config_on_a_cpu_only_machine_trains_as_ddp(
 
 
 def test_a_command_that_succeeds_ends_the_process_group_and_one_that_fails_leaves_it(
-    data_dir: Path, tmp_path: Path
+    data_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """torch's shutdown contract (deep_nmt_hf/distributed.py): a gloo group left to the interpreter's teardown
     can abort a finished rank (SIGABRT) and fail the launch. After a failure other ranks may still be in a
     collective, so the group is left to the launcher. One rank, an in-process gloo group."""
+    monkeypatch.setattr(
+        distributed, "_ended_a_group", False
+    )  # this process pretends to be a rank: undone after
     store = torch.distributed.FileStore(str(tmp_path / "store"), 1)
     torch.distributed.init_process_group("gloo", store=store, rank=0, world_size=1)
     try:
@@ -156,8 +159,56 @@ def test_a_command_that_succeeds_ends_the_process_group_and_one_that_fails_leave
         assert cli.main([*argv, "--split", "train", str(tmp_path / "train.jsonl")]) == 0
         assert not torch.distributed.is_initialized()
     finally:
-        end_process_group()
-    end_process_group()  # and without a group: nothing to do
+        distributed.end_process_group()
+    assert distributed._ended_a_group  # so exit_if_a_rank ends this rank's process
+    distributed.end_process_group()  # and without a group: nothing to do
+
+
+def _race(mode: str, tmp_path: Path) -> list[subprocess.CompletedProcess]:
+    """Both ranks of tests/gloo_exit_race.py in MODE; returns their finished processes."""
+    worker = str(Path(__file__).with_name("gloo_exit_race.py"))
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    store = str(tmp_path / f"store-{mode}")
+    ranks = [
+        subprocess.Popen(
+            [sys.executable, worker, str(rank), store, mode],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )  # fmt: skip
+        for rank in range(2)
+    ]
+    for process in ranks:
+        stdout, stderr = process.communicate(timeout=300)
+        process.stdout, process.stderr = stdout, stderr
+    return [subprocess.CompletedProcess(p.args, p.returncode, p.stdout, p.stderr) for p in ranks]
+
+
+def test_a_rank_that_ends_through_exit_if_a_rank_survives_gloos_teardown_race(tmp_path: Path) -> None:
+    """The hazard, reproduced deterministically (tests/gloo_exit_race.py): a rank whose gloo worker thread still
+    frees a finished collective when the interpreter finalises aborts (SIGABRT, exit -6) — what failed CI's FSDP
+    launches. Ending through `exit_if_a_rank` instead exits with the given status, after the `atexit` handlers
+    and with the buffered output written."""
+    plain = _race("plain", tmp_path)
+    assert plain[0].returncode == 0, plain[0].stderr[-2000:]
+    assert plain[1].returncode == -signal.SIGABRT, (
+        "the teardown race no longer aborts with this torch: deep_nmt_hf.distributed.exit_if_a_rank may be "
+        f"unnecessary now (exit {plain[1].returncode}; {plain[1].stderr[-500:]})"
+    )
+    assert "terminate called without an active exception" in plain[1].stderr
+    for rank, result in enumerate(_race("exit", tmp_path)):
+        assert result.returncode == 7, result.stderr[-2000:]
+        assert result.stdout == f"rank {rank}: buffered outputrank {rank}: atexit handler ran\n"
+
+
+def test_exit_if_a_rank_returns_outside_a_process_group(monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(code: int) -> None:
+        raise AssertionError(f"os._exit({code}) outside a process group")
+
+    monkeypatch.setattr(distributed.os, "_exit", refuse)  # never end the test process
+    assert not torch.distributed.is_initialized() and not distributed._ended_a_group
+    distributed.exit_if_a_rank(0)  # the caller exits as usual
 
 
 # ------------------------------------------------------------------------------------ gradient checkpointing

@@ -1,5 +1,8 @@
 """`python -m deep_nmt_hf.cli` (also under `accelerate launch` and torchrun)."""
 
+from ..distributed import exit_if_a_rank
 from . import main
 
-raise SystemExit(main())
+code = main()
+exit_if_a_rank(code)  # a rank of a launched run ends here (deep_nmt_hf/distributed.py says why)
+raise SystemExit(code)
