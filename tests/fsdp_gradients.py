@@ -12,6 +12,7 @@ import json
 import torch
 
 from deep_nmt_hf import VARIANTS
+from deep_nmt_hf.distributed import end_process_group, exit_if_a_rank
 from deep_nmt_hf.sharding import shard_model
 from deep_nmt_hf.training import resolve_variant
 
@@ -48,7 +49,8 @@ def main() -> None:
             worst[name] = max(worst[name], ((gathered - full.grad).abs().max() / scale).item())
     if rank == 0:
         print(json.dumps(worst))
-    torch.distributed.destroy_process_group()
+    end_process_group()
+    exit_if_a_rank(0)  # gloo's threads must not outlive the interpreter (deep_nmt_hf/distributed.py)
 
 
 if __name__ == "__main__":
