@@ -2,11 +2,12 @@
 still has to free a finished collective (the hazard `deep_nmt_hf.distributed.exit_if_a_rank` avoids).
 
 ``python gloo_exit_race.py RANK STORE_FILE MODE``. Rank 1 starts an async all-gather and drops its tensors and
-handle, so the gloo worker thread holds their last reference; rank 0 joins 0.3 s later. Rank 1's first-registered
-(so last-run) `atexit` handler holds the GIL in pure Python until 1.5 s after the all-gather began (switch
-interval 1000 s: the waiting worker cannot make it drop the GIL), so the worker can only take the GIL once the
-interpreter has begun finalising. MODE ``plain`` then lets the interpreter finalise, and the process aborts;
-MODE ``exit`` ends through `exit_if_a_rank`, with an `atexit` handler and buffered output that must not be lost.
+handle, so the gloo worker thread holds their last reference; rank 0 joins 0.3 s later (and ends with nothing
+left to free). Rank 1's first-registered (so last-run) `atexit` handler holds the GIL in pure Python until 1.5 s
+after the all-gather began (switch interval 1000 s: the waiting worker cannot make it drop the GIL), so the worker
+can only take the GIL once the interpreter has begun finalising. MODE ``plain`` then lets the interpreter
+finalise, and the process aborts; MODE ``exit`` ends through `exit_if_a_rank`, with an `atexit` handler and
+buffered output that must not be lost.
 """
 
 from __future__ import annotations
@@ -38,13 +39,15 @@ def main(rank: int, store_file: str, mode: str) -> None:
         "gloo", store=torch.distributed.FileStore(store_file, 2), rank=rank, world_size=2
     )
     torch.distributed.barrier()
-    if rank == 0:
+    out, mine = torch.empty(2 * 1000), torch.full((1000,), float(rank))
+    if rank == 0:  # joins late, waits, and lets its own worker free the work before it ends (no race here)
         time.sleep(0.3)
+        torch.distributed.all_gather_single(out, mine)
+        time.sleep(0.2)
     else:
         _HOLD_UNTIL.append(time.perf_counter() + 1.5)
-    out = torch.empty(2 * 1000)
-    work = torch.distributed.all_gather_single(out, torch.full((1000,), float(rank)), async_op=True)
-    del out, work
+        work = torch.distributed.all_gather_single(out, mine, async_op=True)
+        del out, mine, work
     if mode == "exit":
         atexit.register(print, f"rank {rank}: atexit handler ran")
         print(f"rank {rank}: buffered output", end="")  # no newline: still in stdout's buffer
