@@ -138,22 +138,12 @@ def test_a_command_that_succeeds_ends_the_process_group_and_one_that_fails_leave
     """torch's shutdown contract (deep_nmt_hf/distributed.py): a gloo group left to the interpreter's teardown
     can abort a finished rank (SIGABRT) and fail the launch. After a failure other ranks may still be in a
     collective, so the group is left to the launcher. One rank, an in-process gloo group."""
-    monkeypatch.setattr(
-        distributed, "_ended_a_group", False
-    )  # this process pretends to be a rank: undone after
+    # this process pretends to be a rank: undone after the test
+    monkeypatch.setattr(distributed, "_ended_a_group", False)
     store = torch.distributed.FileStore(str(tmp_path / "store"), 1)
     torch.distributed.init_process_group("gloo", store=store, rank=0, world_size=1)
     try:
-        argv = [
-            "data",
-            "to-json",
-            "--data-dir",
-            str(data_dir),
-            "--src-lang",
-            SRC_LANG,
-            "--tgt-lang",
-            TGT_LANG,
-        ]
+        argv = ["data", "to-json", "--data-dir", str(data_dir), "--src-lang", SRC_LANG, "--tgt-lang", TGT_LANG]  # fmt: skip
         assert cli.main([*argv, "--split", "missing", str(tmp_path / "missing.jsonl")]) == cli.EXIT_ERROR
         assert torch.distributed.is_initialized()
         assert cli.main([*argv, "--split", "train", str(tmp_path / "train.jsonl")]) == 0
@@ -170,19 +160,15 @@ def _race(mode: str, tmp_path: Path) -> list[subprocess.CompletedProcess]:
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     store = str(tmp_path / f"store-{mode}")
     ranks = [
-        subprocess.Popen(
-            [sys.executable, worker, str(rank), store, mode],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=env,
-        )  # fmt: skip
+        subprocess.Popen([sys.executable, worker, str(rank), store, mode], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, env=env)
         for rank in range(2)
+    ]  # fmt: skip
+    outputs = [process.communicate(timeout=300) for process in ranks]
+    return [
+        subprocess.CompletedProcess(p.args, p.returncode, *output)
+        for p, output in zip(ranks, outputs, strict=True)
     ]
-    for process in ranks:
-        stdout, stderr = process.communicate(timeout=300)
-        process.stdout, process.stderr = stdout, stderr
-    return [subprocess.CompletedProcess(p.args, p.returncode, p.stdout, p.stderr) for p in ranks]
 
 
 def test_a_rank_that_ends_through_exit_if_a_rank_survives_gloos_teardown_race(tmp_path: Path) -> None:
