@@ -82,7 +82,7 @@ class DeepNMTConfig(PretrainedConfig):
     """
 
     model_type = "deep_nmt"
-    keys_to_ignore_at_inference = ["past_key_values"]
+    keys_to_ignore_at_inference = ["cache", "past_key_values"]  # the cache's name from 5.24 on, and before
     attribute_map = {
         "num_attention_heads": "encoder_attention_heads",
         "hidden_size": "d_model",

@@ -82,12 +82,12 @@ class MergedAttention(nn.Module):
         key_value_states: torch.Tensor,
         attention_mask: torch.Tensor | None = None,
         target_padding: torch.Tensor | None = None,
-        past_key_values: Cache | None = None,
+        cache: Cache | None = None,
         cache_index: int = 0,
         output_attentions: bool = False,
     ) -> tuple[torch.Tensor, tuple[torch.Tensor | None, torch.Tensor | None]]:
         attention = self.cross_attention
-        slot = running_average_slot(past_key_values, cache_index) if past_key_values is not None else None
+        slot = running_average_slot(cache, cache_index) if cache is not None else None
         past = slot.previous() if slot is not None else None
         past_length = slot.get_seq_length() if slot is not None else 0
         values = attention.v_proj(hidden_states)
@@ -95,7 +95,7 @@ class MergedAttention(nn.Module):
         if slot is not None:
             slot.update(sums.unsqueeze(1), counts.unsqueeze(1))
         context, cross_weights = attention.attend(
-            hidden_states, key_value_states, attention_mask, past_key_values, cache_index, output_attentions
+            hidden_states, key_value_states, attention_mask, cache, cache_index, output_attentions
         )
         average_weights = None
         if output_attentions:

@@ -27,7 +27,12 @@ from transformers import initialization as init
 from transformers.activations import ACT2FN
 from transformers.cache_utils import Cache, EncoderDecoderCache
 from transformers.modeling_layers import GradientCheckpointingLayer
-from transformers.modeling_outputs import BaseModelOutput, Seq2SeqLMOutput, Seq2SeqModelOutput
+from transformers.modeling_outputs import (
+    BaseModelOutput,
+    BaseModelOutputWithPastAndCrossAttentions,
+    Seq2SeqLMOutput,
+    Seq2SeqModelOutput,
+)
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
 from .caches import decoder_cache, is_static, mark_cross_slot_without_attention
@@ -59,6 +64,7 @@ from .layer_aggregation import LayerAggregation
 from .layer_sharing import stack_plan
 from .merged_attention import MergedAttention
 from .residual import AdminOmega, build_residual_scale, sublayers_per_layer
+from .transformers_compat import cache_of, takes_cache, with_cache
 
 
 def shift_tokens_right(labels: torch.Tensor, pad_token_id: int, decoder_start_token_id: int) -> torch.Tensor:
@@ -150,12 +156,12 @@ class DeepNMTAttention(nn.Module):
         hidden_states: torch.Tensor,
         key_value_states: torch.Tensor | None = None,
         attention_mask: torch.Tensor | None = None,
-        past_key_values: Cache | None = None,
+        cache: Cache | None = None,
         cache_index: int = 0,
         output_attentions: bool = False,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         context, weights = self.attend(
-            hidden_states, key_value_states, attention_mask, past_key_values, cache_index, output_attentions
+            hidden_states, key_value_states, attention_mask, cache, cache_index, output_attentions
         )
         return self.out_proj(context), weights
 
@@ -164,31 +170,24 @@ class DeepNMTAttention(nn.Module):
         hidden_states: torch.Tensor,
         key_value_states: torch.Tensor | None = None,
         attention_mask: torch.Tensor | None = None,
-        past_key_values: Cache | None = None,
+        cache: Cache | None = None,
         cache_index: int = 0,
         output_attentions: bool = False,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """The attention context before the output projection, (batch, time, d_model), and the weights."""
         query = self._heads(self.q_proj(hidden_states))
         source = key_value_states if self.is_cross_attention else hidden_states
-        cache = None
-        if past_key_values is not None:
-            if isinstance(past_key_values, EncoderDecoderCache):
-                cache = (
-                    past_key_values.cross_attention_cache
-                    if self.is_cross_attention
-                    else past_key_values.self_attention_cache
-                )
-            else:
-                cache = past_key_values
-        if self.is_cross_attention and cache is not None and past_key_values.is_updated.get(cache_index):
-            key, value = cache.layers[cache_index].keys, cache.layers[cache_index].values
+        half = cache
+        if isinstance(cache, EncoderDecoderCache):
+            half = cache.cross_attention_cache if self.is_cross_attention else cache.self_attention_cache
+        if self.is_cross_attention and half is not None and cache.is_updated.get(cache_index):
+            key, value = half.layers[cache_index].keys, half.layers[cache_index].values
         else:
             key, value = self._heads(self.k_proj(source)), self._heads(self.v_proj(source))
-            if cache is not None:
-                key, value = cache.update(key, value, cache_index)
+            if half is not None:
+                key, value = half.update(key, value, cache_index)
                 if self.is_cross_attention:
-                    past_key_values.is_updated[cache_index] = True
+                    cache.is_updated[cache_index] = True
         implementation = self.config._attn_implementation or "eager"
         if output_attentions:
             implementation = "eager"  # only eager returns the weights
@@ -338,13 +337,13 @@ class DeepNMTDecoderLayer(GradientCheckpointingLayer):
         self_attention_mask: torch.Tensor | None,
         encoder_hidden_states: torch.Tensor,
         encoder_attention_mask: torch.Tensor | None,
-        past_key_values: Cache | None = None,
+        cache: Cache | None = None,
         cache_index: int = 0,
         output_attentions: bool = False,
         target_padding: torch.Tensor | None = None,
         drop_cross_attention: bool = False,
     ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
-        cache = {"past_key_values": past_key_values, "cache_index": cache_index}
+        slot = {"cache": cache, "cache_index": cache_index}
         self_weights = cross_weights = None
         if self.merged_attn is not None:
             hidden_states, (self_weights, cross_weights) = self.merged_attn(
@@ -353,14 +352,14 @@ class DeepNMTDecoderLayer(GradientCheckpointingLayer):
                 attention_mask=encoder_attention_mask,
                 target_padding=target_padding,
                 output_attentions=output_attentions,
-                **cache,
+                **slot,
             )
         else:
             hidden_states, self_weights = self.self_attn(
                 hidden_states,
                 attention_mask=self_attention_mask,
                 output_attentions=output_attentions,
-                **cache,
+                **slot,
             )
             attends = self.encoder_attn is not None and self.encoder_attn.fn is not None
             if self.encoder_attn is not None:
@@ -370,11 +369,11 @@ class DeepNMTDecoderLayer(GradientCheckpointingLayer):
                     attention_mask=encoder_attention_mask,
                     output_attentions=output_attentions,
                     skip=drop_cross_attention,
-                    **cache,
+                    **slot,
                 )
             if not attends:
                 mark_cross_slot_without_attention(
-                    past_key_values, cache_index, hidden_states, self.self_attn.fn.num_heads
+                    cache, cache_index, hidden_states, self.self_attn.fn.num_heads
                 )
             if output_attentions and cross_weights is None:
                 cross_weights = self.absent_cross_attention(hidden_states, encoder_hidden_states)
@@ -555,7 +554,7 @@ class DeepNMTEncoder(_Stack):
 class DeepNMTDecoder(_Stack):
     """The decoder stack; with a cache it runs incrementally (one cache entry per layer application).
 
-    A given `past_key_values` is used unless `use_cache=False` (unset `use_cache` follows `config.use_cache`, as in
+    A given `cache` is used unless `use_cache=False` (unset `use_cache` follows `config.use_cache`, as in
     Marian). The cache layout per variant is documented in caches.py; a static cache works for every variant but
     MAtt, which raises `StaticCacheNotSupported`. With `output_attentions` / `output_hidden_states` it returns one
     tensor per layer application (`config.decoder_depth` = `config.num_hidden_layers`, plus the embeddings for the
@@ -567,24 +566,28 @@ class DeepNMTDecoder(_Stack):
         super().__init__(config, shared, "decoder")
         self.layers = nn.ModuleList(DeepNMTDecoderLayer(config, i) for i in range(self.num_owned))
 
+    @takes_cache
     def forward(
         self,
         input_ids: torch.Tensor | None = None,
         attention_mask: torch.Tensor | None = None,
         encoder_hidden_states: torch.Tensor | None = None,
         encoder_attention_mask: torch.Tensor | None = None,
-        past_key_values: Cache | None = None,
+        cache: Cache | None = None,
         inputs_embeds: torch.Tensor | None = None,
         use_cache: bool | None = None,
         output_attentions: bool | None = None,
         output_hidden_states: bool | None = None,
+        return_dict: bool | None = None,
         **kwargs: Any,
-    ) -> dict[str, Any]:
+    ) -> BaseModelOutputWithPastAndCrossAttentions | tuple:
         if encoder_hidden_states is None:
             raise ValueError("the decoder needs encoder_hidden_states (run the encoder first)")
-        past_key_values = decoder_cache(past_key_values, use_cache, self.config, len(self.schedule))
-        static = is_static(past_key_values)
-        past_length = past_key_values.get_seq_length() if past_key_values is not None else 0
+        if self.gradient_checkpointing and self.training and torch.is_grad_enabled():
+            use_cache = False  # a checkpointed layer runs twice: a cache would be written twice
+        cache = decoder_cache(cache, use_cache, self.config, len(self.schedule))
+        static = is_static(cache)
+        past_length = cache.get_seq_length() if cache is not None else 0
         hidden_states = self.embed(input_ids, inputs_embeds, offset=past_length)
         dtype = hidden_states.dtype
         self_mask = None
@@ -604,7 +607,7 @@ class DeepNMTDecoder(_Stack):
             key_length = None
             if static:
                 # attention runs over the whole pre-allocated cache; unfilled slots are future positions
-                key_length = past_key_values.self_attention_cache.layers[0].max_cache_len
+                key_length = cache.self_attention_cache.layers[0].max_cache_len
             self_mask = causal_mask(
                 hidden_states.shape[1],
                 past_length,
@@ -637,7 +640,7 @@ class DeepNMTDecoder(_Stack):
                 self_mask,
                 encoder_hidden_states,
                 cross_mask,
-                past_key_values=past_key_values,
+                cache=cache,
                 cache_index=application,
                 output_attentions=bool(output_attentions),
                 target_padding=attention_mask,
@@ -652,13 +655,14 @@ class DeepNMTDecoder(_Stack):
         hidden_states = self.finish(hidden_states)
         if all_hidden is not None:
             all_hidden[-1] = hidden_states
-        return {
-            "last_hidden_state": hidden_states,
-            "past_key_values": past_key_values,
-            "hidden_states": tuple(all_hidden) if all_hidden is not None else None,
-            "attentions": tuple(self_attentions) if self_attentions is not None else None,
-            "cross_attentions": tuple(cross_attentions) if cross_attentions is not None else None,
-        }
+        out = BaseModelOutputWithPastAndCrossAttentions(
+            last_hidden_state=hidden_states,
+            hidden_states=tuple(all_hidden) if all_hidden is not None else None,
+            attentions=tuple(self_attentions) if self_attentions is not None else None,
+            cross_attentions=tuple(cross_attentions) if cross_attentions is not None else None,
+            **with_cache(cache),
+        )
+        return out if return_dict is not False else out.to_tuple()
 
 
 class DeepNMTPreTrainedModel(PreTrainedModel):
@@ -725,6 +729,7 @@ class DeepNMTModel(DeepNMTPreTrainedModel):
     def get_decoder(self) -> DeepNMTDecoder:
         return self.decoder
 
+    @takes_cache
     def forward(
         self,
         input_ids: torch.Tensor | None = None,
@@ -732,7 +737,7 @@ class DeepNMTModel(DeepNMTPreTrainedModel):
         decoder_input_ids: torch.Tensor | None = None,
         decoder_attention_mask: torch.Tensor | None = None,
         encoder_outputs: BaseModelOutput | tuple | None = None,
-        past_key_values: Cache | None = None,
+        cache: Cache | None = None,
         inputs_embeds: torch.Tensor | None = None,
         decoder_inputs_embeds: torch.Tensor | None = None,
         use_cache: bool | None = None,
@@ -769,18 +774,18 @@ class DeepNMTModel(DeepNMTPreTrainedModel):
             attention_mask=decoder_attention_mask,
             encoder_hidden_states=encoder_outputs.last_hidden_state,
             encoder_attention_mask=attention_mask,
-            past_key_values=past_key_values,
+            cache=cache,
             inputs_embeds=decoder_inputs_embeds,
             use_cache=use_cache,
             output_attentions=output_attentions,
             output_hidden_states=output_hidden_states,
         )
         out = Seq2SeqModelOutput(
-            last_hidden_state=decoder["last_hidden_state"],
-            past_key_values=decoder["past_key_values"],
-            decoder_hidden_states=decoder["hidden_states"],
-            decoder_attentions=decoder["attentions"],
-            cross_attentions=decoder["cross_attentions"],
+            last_hidden_state=decoder.last_hidden_state,
+            decoder_hidden_states=decoder.hidden_states,
+            decoder_attentions=decoder.attentions,
+            cross_attentions=decoder.cross_attentions,
+            **with_cache(cache_of(decoder)),
             encoder_last_hidden_state=encoder_outputs.last_hidden_state,
             encoder_hidden_states=encoder_outputs.hidden_states,
             encoder_attentions=encoder_outputs.attentions,
@@ -847,6 +852,7 @@ class DeepNMTForConditionalGeneration(DeepNMTPreTrainedModel, GenerationMixin):
     def prepare_decoder_input_ids_from_labels(self, labels: torch.Tensor) -> torch.Tensor:
         return shift_tokens_right(labels, self.config.pad_token_id, self.config.decoder_start_token_id)
 
+    @takes_cache
     def forward(
         self,
         input_ids: torch.Tensor | None = None,
@@ -854,7 +860,7 @@ class DeepNMTForConditionalGeneration(DeepNMTPreTrainedModel, GenerationMixin):
         decoder_input_ids: torch.Tensor | None = None,
         decoder_attention_mask: torch.Tensor | None = None,
         encoder_outputs: BaseModelOutput | tuple | None = None,
-        past_key_values: Cache | None = None,
+        cache: Cache | None = None,
         inputs_embeds: torch.Tensor | None = None,
         decoder_inputs_embeds: torch.Tensor | None = None,
         labels: torch.Tensor | None = None,
@@ -874,7 +880,7 @@ class DeepNMTForConditionalGeneration(DeepNMTPreTrainedModel, GenerationMixin):
             decoder_input_ids=decoder_input_ids,
             decoder_attention_mask=decoder_attention_mask,
             encoder_outputs=encoder_outputs,
-            past_key_values=past_key_values,
+            cache=cache,
             inputs_embeds=inputs_embeds,
             decoder_inputs_embeds=decoder_inputs_embeds,
             use_cache=use_cache,
@@ -892,7 +898,7 @@ class DeepNMTForConditionalGeneration(DeepNMTPreTrainedModel, GenerationMixin):
         out = DeepNMTSeq2SeqLMOutput(
             loss=loss,
             logits=logits,
-            past_key_values=outputs.past_key_values,
+            **with_cache(cache_of(outputs)),
             decoder_hidden_states=outputs.decoder_hidden_states,
             decoder_attentions=outputs.decoder_attentions,
             cross_attentions=outputs.cross_attentions,
@@ -924,6 +930,7 @@ class DeepNMTForConditionalGeneration(DeepNMTPreTrainedModel, GenerationMixin):
                 attention_mask=attention_mask,
                 decoder_input_ids=decoder_input_ids,
                 encoder_outputs=encoder_outputs,
+                use_cache=False,
             )
             logits2 = self.lm_head(second.last_hidden_state)
             nll = 0.5 * (nll + token_cross_entropy(logits2, labels, config.label_smoothing))
@@ -944,7 +951,7 @@ class DeepNMTForConditionalGeneration(DeepNMTPreTrainedModel, GenerationMixin):
                     input_ids, mask, fraction, config.unk_token_id, special, None, at_least_one
                 )
                 states = self.model(
-                    masked, attention_mask=mask, decoder_input_ids=decoder_input_ids
+                    masked, attention_mask=mask, decoder_input_ids=decoder_input_ids, use_cache=False
                 ).last_hidden_state
                 degraded.append(sentence_representation(states, target_tokens))
             anchor = sentence_representation(outputs.last_hidden_state, target_tokens)

@@ -6,7 +6,9 @@ from typing import Any
 
 import torch
 
+import deep_nmt_hf
 from deep_nmt_hf import DeepNMTConfig, DeepNMTForConditionalGeneration
+from deep_nmt_hf.transformers_compat import cache_of
 
 VOCAB = 48
 PAD = VOCAB - 1
@@ -71,9 +73,62 @@ def stepwise_logits(
             encoder_outputs=encoder_outputs,
             attention_mask=mask,
             decoder_input_ids=target[:, t : t + 1],
-            past_key_values=cache,
+            cache=cache,
             use_cache=True,
         )
-        cache = out.past_key_values
+        cache = cache_of(out)
         steps.append(out.logits)
     return torch.cat(steps, dim=1), cache
+
+
+# the fields each variant needs beyond its defaults to show what is special about it at tiny size
+VARIANT_FIELDS = {
+    "shared_layers": {"decoder_layer_repeats": 2, "encoder_layer_repeats": 2},
+    "deep_decoder": {
+        "cross_attention_drop_layers": 1,
+        "cross_attention_drop_rate": 1.0,
+    },  # layer 0: no cross-attn
+}
+
+
+def variant_model(variant: str, seed: int = 0, **overrides):
+    """A tiny model of `variant` (a key of deep_nmt_hf.VARIANTS) showing what is special about it, in eval mode."""
+    config_class = deep_nmt_hf.VARIANTS[variant]
+    lm_class = next(lm for config, _, lm in deep_nmt_hf.MODEL_TYPES if config is config_class)
+    fields = dict(
+        TINY_SHAPE, vocab_size=VOCAB, pad_token_id=PAD, decoder_start_token_id=PAD, eos_token_id=EOS
+    )
+    fields.update(unk_token_id=1, max_position_embeddings=64, **VARIANT_FIELDS.get(variant, {}))
+    fields.update(overrides)
+    torch.manual_seed(seed)
+    return lm_class(config_class(**fields)).eval()
+
+
+def counting_batch(lengths: list[int], seed: int = 0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Random sources (padded_batch) and their "translations": count up from the first source token, one token
+    per source token (ids 2..VOCAB-2, wrapping round), then eos. Returns (input_ids, attention_mask, labels)."""
+    ids, mask = padded_batch(lengths, seed=seed)
+    span = VOCAB - 3
+    steps = torch.arange(ids.shape[1])[None, :]
+    labels = (ids[:, :1] - 2 + steps) % span + 2
+    labels[mask == 0] = -100
+    labels[torch.arange(len(lengths)), torch.tensor(lengths) - 1] = EOS
+    return ids, mask, labels
+
+
+def counting_task_model(variant: str, seed: int = 0, steps: int = 40, **overrides):
+    """A tiny `variant` model trained for a few steps on the counting task (counting_batch): each step's output
+    depends on the decoded prefix and each sentence starts elsewhere, so translations vary from step to step and
+    sentence to sentence (a random tiny model mostly repeats one token, which cannot tell an ignored cache from a
+    used one). Adam, lr 1e-2, batches of 16 sources of 4-8 tokens; returned in eval mode."""
+    model = variant_model(variant, seed=seed, **overrides).train()
+    generator = torch.Generator().manual_seed(seed)
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
+    for _ in range(steps):
+        lengths = torch.randint(4, 9, (16,), generator=generator).tolist()
+        ids, mask, labels = counting_batch(lengths, seed=int(torch.randint(0, 2**31, (1,), generator=generator)))
+        loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    return model.eval()

@@ -12,21 +12,15 @@ import logging
 import pytest
 import torch
 from factories import EOS, PAD, TINY_SHAPE, VOCAB, padded_batch
+from factories import variant_model as build
 from transformers import CompileConfig, GenerationMixin
 from transformers.cache_utils import DynamicCache, EncoderDecoderCache
 
 import deep_nmt_hf
 from deep_nmt_hf.caches import RunningAverageLayer, StaticCacheNotSupported
 from deep_nmt_hf.generation_settings import translation_generation_config
+from deep_nmt_hf.transformers_compat import cache_of, with_cache
 
-# the fields each variant needs beyond its defaults to show what is special about it at tiny size
-VARIANT_FIELDS = {
-    "shared_layers": {"decoder_layer_repeats": 2, "encoder_layer_repeats": 2},
-    "deep_decoder": {
-        "cross_attention_drop_layers": 1,
-        "cross_attention_drop_rate": 1.0,
-    },  # layer 0: no cross-attn
-}
 VARIANTS = sorted(deep_nmt_hf.VARIANTS)
 STATIC_OK = [v for v in VARIANTS if v != "dsinit_matt"]  # MAtt keeps prefix sums: no static form
 HEADS = TINY_SHAPE["decoder_attention_heads"]
@@ -34,18 +28,6 @@ HEAD_DIM = TINY_SHAPE["d_model"] // HEADS
 NO_EOS = dict(
     suppress_tokens=[EOS]
 )  # random models: always run to the length limit, so runs compare position-wise
-
-
-def build(variant: str, seed: int = 0, **overrides):
-    config_class = deep_nmt_hf.VARIANTS[variant]
-    lm_class = next(lm for config, _, lm in deep_nmt_hf.MODEL_TYPES if config is config_class)
-    fields = dict(
-        TINY_SHAPE, vocab_size=VOCAB, pad_token_id=PAD, decoder_start_token_id=PAD, eos_token_id=EOS
-    )
-    fields.update(unk_token_id=1, max_position_embeddings=64, **VARIANT_FIELDS.get(variant, {}))
-    fields.update(overrides)
-    torch.manual_seed(seed)
-    return lm_class(config_class(**fields)).eval()
 
 
 def absent_cross_attention(model, application: int) -> bool:
@@ -113,11 +95,11 @@ def test_decoder_uses_a_passed_cache_unless_use_cache_is_false(variant: str) -> 
     common = dict(encoder_hidden_states=memory, encoder_attention_mask=mask)
     full = decoder(input_ids=target, use_cache=False, **common)["last_hidden_state"]
     cache = EncoderDecoderCache(DynamicCache(), DynamicCache())
-    decoder(input_ids=target[:, :3], past_key_values=cache, **common)  # use_cache unset
-    rest = decoder(input_ids=target[:, 3:], past_key_values=cache, **common)["last_hidden_state"]
+    decoder(input_ids=target[:, :3], cache=cache, **common)  # use_cache unset
+    rest = decoder(input_ids=target[:, 3:], cache=cache, **common)["last_hidden_state"]
     torch.testing.assert_close(rest, full[:, 3:], atol=1e-5, rtol=1e-5)
-    dropped = decoder(input_ids=target[:, 3:], past_key_values=cache, use_cache=False, **common)
-    assert dropped["past_key_values"] is None
+    dropped = decoder(input_ids=target[:, 3:], cache=cache, use_cache=False, **common)
+    assert cache_of(dropped) is None
     assert not torch.allclose(dropped["last_hidden_state"], full[:, 3:], atol=1e-3)
 
 
@@ -134,12 +116,12 @@ def test_cache_slots_shapes_reorder_crop_and_batch_select(variant: str) -> None:
             encoder_outputs=outputs,
             attention_mask=attention_mask,
             decoder_input_ids=decoder_input_ids,
-            past_key_values=cache,
+            cache=cache,
             use_cache=True,
         )
 
     full = run(target, None).logits
-    cache = run(target[:, :4], EncoderDecoderCache(DynamicCache(), DynamicCache())).past_key_values
+    cache = cache_of(run(target[:, :4], EncoderDecoderCache(DynamicCache(), DynamicCache())))
     # one slot per layer application, the count Transformers reads; none left empty
     depth = config.decoder_depth
     assert config.num_hidden_layers == depth == len(cache.self_attention_cache.layers)
@@ -163,12 +145,12 @@ def test_cache_slots_shapes_reorder_crop_and_batch_select(variant: str) -> None:
     torch.testing.assert_close(continued, full[:, 2:], atol=1e-5, rtol=1e-5)
     # beam reordering: a permuted cache continues like the permuted batch
     order = torch.tensor([2, 0, 1])
-    cache = run(target[:, :4], EncoderDecoderCache(DynamicCache(), DynamicCache())).past_key_values
+    cache = cache_of(run(target[:, :4], EncoderDecoderCache(DynamicCache(), DynamicCache())))
     cache.reorder_cache(order)
     permuted = run(target[order, 4:], cache, mask[order], type(encoder_outputs)(encoder_outputs[0][order]))
     torch.testing.assert_close(permuted.logits, full[order, 4:], atol=1e-5, rtol=1e-5)
     # batch selection keeps the chosen sentences
-    cache = run(target[:, :4], EncoderDecoderCache(DynamicCache(), DynamicCache())).past_key_values
+    cache = cache_of(run(target[:, :4], EncoderDecoderCache(DynamicCache(), DynamicCache())))
     keep = torch.tensor([0, 2])
     cache.batch_select_indices(keep)
     assert all(slot.keys.shape[0] == 2 for slot in cache.cross_attention_cache.layers)  # empty slots too
@@ -289,28 +271,28 @@ def test_return_dict_in_generate_has_transformers_shapes(variant: str, mode: str
 
 # ------------------------------------------------------------------------------------------------ generation features
 @pytest.mark.parametrize("variant", VARIANTS)
-def test_generation_continues_from_returned_past_key_values(variant: str) -> None:
+def test_generation_continues_from_the_returned_cache(variant: str) -> None:
     model = build(variant, seed=6)
     ids, mask = padded_batch([6, 4], seed=6)
     kwargs = dict(input_ids=ids, attention_mask=mask, do_sample=False, **NO_EOS)
     whole = model.generate(**kwargs, max_new_tokens=6, return_dict_in_generate=True)
     first = model.generate(**kwargs, max_new_tokens=3, return_dict_in_generate=True)
-    assert first.past_key_values.get_seq_length() == 3  # start token + 2 generated; the last is not yet in
+    assert cache_of(first).get_seq_length() == 3  # start token + 2 generated; the last is not yet in
     rest = model.generate(
         **kwargs,
         decoder_input_ids=first.sequences,
         decoder_attention_mask=torch.ones_like(
             first.sequences
         ),  # full-length mask: feed only the uncached tail
-        past_key_values=first.past_key_values,
+        **with_cache(cache_of(first)),
         max_new_tokens=3,
         return_dict_in_generate=True,
     )
     assert torch.equal(rest.sequences, whole.sequences)
     for half in ("self_attention_cache", "cross_attention_cache"):  # the continued cache is the one-run cache
         for a, b in zip(
-            getattr(rest.past_key_values, half).layers,
-            getattr(whole.past_key_values, half).layers,
+            getattr(cache_of(rest), half).layers,
+            getattr(cache_of(whole), half).layers,
             strict=True,
         ):
             torch.testing.assert_close(a.keys, b.keys, atol=1e-5, rtol=1e-5)

@@ -10,6 +10,7 @@ from transformers import AutoModelForSeq2SeqLM
 from deep_nmt_hf import SharedLayersConfig, SharedLayersForConditionalGeneration
 from deep_nmt_hf.folding import NotFoldableError, fold_to_stock
 from deep_nmt_hf.layer_sharing import application_order, repeat_starts, unroll
+from deep_nmt_hf.transformers_compat import cache_of
 
 SHARED = dict(encoder_layer_repeats=3, decoder_layer_repeats=2)
 
@@ -130,7 +131,7 @@ def test_cached_generation_equals_uncached_with_one_cache_entry_per_application(
     assert torch.equal(model.generate(**kwargs, use_cache=True), model.generate(**kwargs, use_cache=False))
     out = model(input_ids=ids, attention_mask=mask, decoder_input_ids=torch.full((3, 2), PAD), use_cache=True)
     depth = model.config.decoder_depth
-    assert len(out.past_key_values.self_attention_cache.layers) == depth > model.config.decoder_layers
+    assert len(cache_of(out).self_attention_cache.layers) == depth > model.config.decoder_layers
 
 
 def test_save_load_round_trip(tmp_path) -> None:
