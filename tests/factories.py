@@ -126,7 +126,9 @@ def counting_task_model(variant: str, seed: int = 0, steps: int = 40, **override
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
     for _ in range(steps):
         lengths = torch.randint(4, 9, (16,), generator=generator).tolist()
-        ids, mask, labels = counting_batch(lengths, seed=int(torch.randint(0, 2**31, (1,), generator=generator)))
+        ids, mask, labels = counting_batch(
+            lengths, seed=int(torch.randint(0, 2**31, (1,), generator=generator))
+        )
         loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
         optimizer.zero_grad()
         loss.backward()
