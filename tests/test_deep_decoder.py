@@ -6,7 +6,7 @@ import math
 
 import pytest
 import torch
-from factories import EOS, PAD, VOCAB, padded_batch, tiny_model
+from factories import EOS, PAD, VOCAB, padded_batch, tiny_model, variant_model
 from fresh_process import generate_with_remote_code
 
 from deep_nmt_hf import DeepDecoderConfig, DeepDecoderForConditionalGeneration
@@ -17,6 +17,7 @@ from deep_nmt_hf.collapse_losses import (
     symmetric_kl,
 )
 from deep_nmt_hf.folding import fold_to_stock
+from deep_nmt_hf.transformers_compat import cache_of
 
 UNK = 1
 
@@ -227,3 +228,40 @@ def test_trust_remote_code_load(tmp_path) -> None:
     )
     assert name == "DeepDecoderForConditionalGeneration"
     assert out == model.generate(input_ids=ids, attention_mask=mask, **generate).tolist()
+
+
+@pytest.mark.parametrize("loss", ["ddr_loss_weight", "ald_loss_weight"])
+def test_each_collapse_loss_weight_changes_the_gradient(loss: str) -> None:
+    """One loss at a time, the other off: the gradient at weight 1 differs from the gradient at weight 0.5 (the
+    cross-entropy part, and the random draws, are the same in both), so a loss added without its gradient (e.g.
+    `ddr_loss.detach()`) fails here. Tolerance: 1e-6 absolute on the first encoder FFN's weight gradient."""
+    grads = []
+    for weight in (0.5, 1.0):
+        model = tiny_model(seed=1, dropout=0.1, **{loss: weight}).train()
+        torch.manual_seed(5)
+        out = model(**batch())
+        out.loss.backward()
+        grads.append(model.model.encoder.layers[0].ffn.fn.fc1.weight.grad.clone())
+        component = out.ddr_loss if loss == "ddr_loss_weight" else out.ald_loss
+        torch.testing.assert_close(out.loss, out.nll_loss + weight * component)
+    assert (grads[1] - grads[0]).abs().max() > 1e-6
+
+
+def test_gradient_checkpointing_trains_with_the_collapse_losses() -> None:
+    """The deep-decoder defaults (CAD on the lowest layers, DDR and ALD weights 1) with dropout: the extra DDR / ALD
+    passes run without a cache, so checkpointed layers can run again in backward; the gradients equal those of the
+    same step without checkpointing (1e-5; checkpointing replays the dropout draws)."""
+    grads = []
+    for checkpointing in (False, True):
+        model = variant_model("deep_decoder", seed=2, dropout=0.1, cross_attention_drop_layers=2).train()
+        if checkpointing:
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        caches = []
+        model.model.decoder.register_forward_hook(
+            lambda module, args, out, seen=caches: seen.append(cache_of(out))
+        )
+        torch.manual_seed(3)
+        model(**batch()).loss.backward()
+        assert len(caches) == 4 and all(cache is None for cache in caches)  # CE, DDR and two ALD passes
+        grads.append(torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None]))
+    torch.testing.assert_close(grads[1], grads[0], atol=1e-5, rtol=1e-5)
