@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 import torch
-from factories import padded_batch, tiny_model
-from transformers import GenerationConfig
+from factories import EOS, PAD, padded_batch, tiny_model
+from transformers import GenerationConfig, GenerationMixin, LogitsProcessor, LogitsProcessorList
 
 from deep_nmt_hf.length_penalty import generation_kwargs, gnmt_beam_search, gnmt_penalty, set_length_penalty
 
@@ -68,3 +68,38 @@ def test_form_is_saved_and_selects_the_hook(tmp_path) -> None:
     assert generation_kwargs(loaded) == {}
     with pytest.raises(ValueError, match="length_penalty_form='t2t'"):
         set_length_penalty(loaded, 0.6, "t2t")
+
+
+class ScriptedLogProbs(LogitsProcessor):
+    """Every step: token 5 costs 0.04 nats and eos 0.3 (1.0 at the first step); every other token is ruled out.
+    Under GNMT's penalty with α = 1 each extra token then improves the score a little, so the best hypothesis
+    runs to the length limit, while the hypotheses that ended early are finished and look good."""
+
+    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+        out = torch.full_like(scores, -1e9)
+        out[:, 5] = -0.04
+        out[:, EOS] = -1.0 if input_ids.shape[1] == 1 else -0.3
+        return out
+
+
+def test_never_stopping_early_keeps_the_best_gnmt_hypothesis(monkeypatch) -> None:
+    """With `early_stopping="never"`, beam search stops once no running beam, even at the length limit, can beat
+    the finished ones; with the GNMT penalty that bound must divide the running scores by the penalty (comparing
+    raw scores stops too early here). It keeps the best hypothesis and score of a search that runs every beam
+    to the limit, which is known in closed form here (1e-5)."""
+    model = tiny_model(seed=3)
+    ids, mask = padded_batch([7, 5], seed=9)
+    kwargs = dict(input_ids=ids, attention_mask=mask, num_beams=2, max_new_tokens=14, length_penalty=1.0)
+    kwargs |= dict(custom_generate=gnmt_beam_search, return_dict_in_generate=True, output_scores=True)
+    kwargs |= dict(logits_processor=LogitsProcessorList([ScriptedLogProbs()]), early_stopping="never")
+    bounded = model.generate(**kwargs)
+    never_stop = staticmethod(
+        lambda is_early_stop_heuristic_unsatisfied, **_: is_early_stop_heuristic_unsatisfied
+    )
+    monkeypatch.setattr(GenerationMixin, "_check_early_stop_heuristic", never_stop)
+    exhaustive = model.generate(**kwargs)
+    best = torch.tensor([PAD] + [5] * 14)  # the length limit, where the beams are closed without eos
+    assert all(torch.equal(out.sequences, best.expand(2, -1)) for out in (bounded, exhaustive))
+    expected = -14 * 0.04 / gnmt_penalty(14, 1.0)
+    torch.testing.assert_close(bounded.sequences_scores, torch.full((2,), expected), atol=1e-5, rtol=0)
+    torch.testing.assert_close(exhaustive.sequences_scores, bounded.sequences_scores, atol=1e-5, rtol=0)

@@ -1,0 +1,165 @@
+"""The private or recently changed Transformers surfaces the package relies on, one test each (issue 24).
+
+When a Transformers release renames or removes one of them, the test named after it fails, instead of users'
+translations going quietly wrong. CONTRIBUTING.md ("Transformers surfaces we depend on") lists them with the
+module that uses each; keep the two in step.
+"""
+
+from __future__ import annotations
+
+import inspect
+import warnings
+
+import pytest
+import torch
+from factories import PAD, padded_batch, tiny_model
+
+from deep_nmt_hf.transformers_compat import CACHE_FIELD, cache_of, takes_cache, with_cache
+
+
+def parameters(function) -> set[str]:
+    return set(inspect.signature(function).parameters)
+
+
+def test_cache_field_is_the_one_generate_reads_and_passes() -> None:
+    """transformers_compat.CACHE_FIELD: the output field `generate` reads the cache from (5.24: `cache`, earlier:
+    `past_key_values`), and the keyword its `prepare_inputs_for_generation` passes it under."""
+    from transformers import GenerationMixin
+    from transformers.modeling_outputs import Seq2SeqLMOutput
+
+    assert CACHE_FIELD in Seq2SeqLMOutput.__dataclass_fields__
+    model = tiny_model(seed=1)
+    ids, mask = padded_batch([5, 3])
+    start = torch.full((2, 1), PAD)
+    first = model(input_ids=ids, attention_mask=mask, decoder_input_ids=start, use_cache=True)
+    inputs = GenerationMixin.prepare_inputs_for_generation(
+        model, start, **with_cache(cache_of(first)), attention_mask=mask
+    )
+    assert inputs.get(CACHE_FIELD, inputs.get("cache")) is cache_of(first)
+
+
+def test_deprecate_kwarg_renames_the_old_cache_name() -> None:
+    """transformers.utils.deprecation.deprecate_kwarg (takes_cache): `past_key_values=` reaches `cache`."""
+    seen = {}
+
+    @takes_cache
+    def forward(cache=None, **kwargs):
+        seen["cache"], seen["kwargs"] = cache, kwargs
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
+        forward(past_key_values="the cache")
+    assert seen == {"cache": "the cache", "kwargs": {}}
+    assert "cache" in parameters(forward)  # generate validates model kwargs against the signature
+
+
+def test_gradient_checkpointing_layer_wraps_forward() -> None:
+    """transformers.modeling_layers.GradientCheckpointingLayer (our encoder / decoder layers)."""
+    from transformers.modeling_layers import GradientCheckpointingLayer
+
+    assert hasattr(GradientCheckpointingLayer, "gradient_checkpointing")
+    model = tiny_model(seed=2).train()
+    model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    assert all(layer.gradient_checkpointing for layer in model.model.decoder.layers)
+
+
+def test_all_attention_functions_get_interface() -> None:
+    """transformers.modeling_utils.ALL_ATTENTION_FUNCTIONS.get_interface(name, default) (DeepNMTAttention)."""
+    from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+
+    def fallback():
+        return None
+
+    assert ALL_ATTENTION_FUNCTIONS.get_interface("eager", fallback) is fallback
+    assert callable(ALL_ATTENTION_FUNCTIONS.get_interface("sdpa", fallback))
+
+
+def test_cache_layer_classes_and_their_fields() -> None:
+    """transformers.cache_utils: DynamicLayer / StaticLayer and the fields caches.py reads or extends (keys,
+    values, is_initialized, max_cache_len, the reorder / batch / crop methods), EncoderDecoderCache.is_updated."""
+    from transformers.cache_utils import DynamicCache, DynamicLayer, EncoderDecoderCache, StaticLayer
+
+    for method in ("update", "get_seq_length", "reorder_cache", "crop", "batch_repeat_interleave"):
+        assert callable(getattr(DynamicLayer, method))
+    assert callable(DynamicLayer.batch_select_indices)
+    layer = DynamicLayer()
+    assert not layer.is_initialized
+    keys = torch.randn(2, 4, 3, 8)
+    layer.update(keys, keys)
+    assert layer.is_initialized and torch.equal(layer.keys, keys) and torch.equal(layer.values, keys)
+    assert "max_cache_len" in parameters(StaticLayer.__init__)
+    cache = EncoderDecoderCache(DynamicCache(), DynamicCache())
+    assert isinstance(cache.is_updated, dict) and hasattr(cache.self_attention_cache, "layers")
+
+
+def test_beam_search_hooks_of_the_gnmt_penalty() -> None:
+    """GenerationMixin._beam_search, _update_finished_beams and _check_early_stop_heuristic with the keyword
+    arguments length_penalty.gnmt_beam_search rewrites."""
+    from transformers import GenerationMixin
+
+    assert {"input_ids", "logits_processor", "stopping_criteria", "generation_config"} <= parameters(
+        GenerationMixin._beam_search
+    )
+    assert {"topk_log_probs", "cur_len", "decoder_prompt_len", "length_penalty"} <= parameters(
+        GenerationMixin._update_finished_beams
+    )
+    assert {"running_beam_scores", "cur_len", "decoder_prompt_len", "length_penalty", "early_stopping"} | {
+        "max_length"
+    } <= parameters(GenerationMixin._check_early_stop_heuristic)
+
+
+def test_removed_tasks_and_the_pipeline_registry() -> None:
+    """transformers.pipelines.REMOVED_TASKS and PIPELINE_REGISTRY (translation_pipeline.py re-registers the task
+    Transformers 5 removed)."""
+    from transformers.pipelines import PIPELINE_REGISTRY, REMOVED_TASKS
+
+    import deep_nmt_hf  # noqa: F401  (registers the task)
+
+    assert isinstance(REMOVED_TASKS, dict) and "translation" not in REMOVED_TASKS
+    assert "translation" in PIPELINE_REGISTRY.supported_tasks
+
+
+def test_trainer_names_and_private_methods_we_override() -> None:
+    """transformers.trainer OPTIMIZER_NAME / SCHEDULER_NAME, trainer_utils.rotate_checkpoints /
+    PREFIX_CHECKPOINT_DIR, and the Trainer methods training/trainer.py overrides."""
+    from transformers import Trainer
+    from transformers.trainer import OPTIMIZER_NAME, SCHEDULER_NAME
+    from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, rotate_checkpoints
+
+    assert OPTIMIZER_NAME.endswith(".pt") and SCHEDULER_NAME.endswith(".pt") and PREFIX_CHECKPOINT_DIR
+    assert {"output_dir", "save_total_limit", "best_model_checkpoint", "use_mtime"} <= parameters(
+        rotate_checkpoints
+    )
+    overridden = {
+        "_save": {"output_dir", "state_dict"},
+        "_save_optimizer_and_scheduler": {"output_dir"},
+        "_load_from_checkpoint": {"resume_from_checkpoint", "model"},
+        "_load_optimizer_and_scheduler": {"checkpoint"},
+        "_get_train_sampler": set(),
+        "_remove_unused_columns": {"dataset", "description"},
+        "_get_output_dir": {"trial"},
+        "_save_checkpoint": {"model", "trial"},
+        "_issue_warnings_after_load": {"load_result"},
+    }
+    for name, expected in overridden.items():
+        method = getattr(Trainer, name, None)
+        assert method is not None, f"Trainer.{name} is gone"
+        assert expected <= parameters(method), f"Trainer.{name}{inspect.signature(method)}"
+
+
+def test_tied_weights_keys_as_a_mapping() -> None:
+    """PreTrainedModel._tied_weights_keys as {target: source} and all_tied_weights_keys (checkpoint averaging)."""
+    model = tiny_model(seed=3)
+    assert dict(model.all_tied_weights_keys) == {"lm_head.weight": "model.shared.weight"}
+    assert model.lm_head.weight is model.model.shared.weight
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["constant_", "copy_", "normal_", "ones_", "uniform_", "xavier_normal_", "xavier_uniform_", "zeros_"],
+)
+def test_initialization_module(name: str) -> None:
+    """transformers.initialization (init functions that respect `_is_hf_initialized`), used by _init_weights."""
+    from transformers import initialization as init
+
+    assert callable(getattr(init, name))
