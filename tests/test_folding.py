@@ -6,7 +6,7 @@ import json
 
 import pytest
 import torch
-from factories import padded_batch, tiny_model
+from factories import counting_task_model, padded_batch, tiny_model
 from fresh_process import run_without_package
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -171,3 +171,16 @@ def test_fold_directory_refuses_bad_paths_and_leaves_nothing(tmp_path) -> None:
         fold_directory(tmp_path / "unfoldable", tmp_path / "out")
     assert not (tmp_path / "out").exists()
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".out.")]
+
+
+def test_fold_divides_the_cross_attention_query_by_its_omega() -> None:
+    """A fixed case for what the property test finds only after shrinking: an ADMIN model trained a few steps
+    (its cross-attention is peaked, so a query scaled by the wrong ω changes the output) with every ω ≠ 1, the
+    cross-attention sublayers' included, folds into Marian with logits within 1e-4."""
+    model = counting_task_model("admin", admin_omega="trainable")
+    generator = torch.Generator().manual_seed(4)
+    randomise_omegas(model, generator, low=1.5, high=3.0)
+    cross = [layer.encoder_attn for layer in model.model.decoder.layers]
+    assert all(torch.all(sublayer.residual_scale.value() > 1.4) for sublayer in cross)
+    stock, report = fold_to_stock(model)
+    assert report.max_abs_logit_diff <= 1e-4 and report.beam_outputs_identical
