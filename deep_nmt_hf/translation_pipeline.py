@@ -13,7 +13,8 @@ from __future__ import annotations
 from typing import Any
 
 from transformers import AutoModelForSeq2SeqLM, Pipeline
-from transformers.pipelines import PIPELINE_REGISTRY, REMOVED_TASKS
+from transformers import pipelines
+from transformers.pipelines import PIPELINE_REGISTRY
 
 
 class TranslationPipeline(Pipeline):
@@ -55,7 +56,8 @@ class TranslationPipeline(Pipeline):
 
 def register_translation_pipeline() -> None:
     """Make `pipeline("translation")` available again (idempotent)."""
-    REMOVED_TASKS.pop("translation", None)
+    # from 5.20 on Transformers lists the task in REMOVED_TASKS, which makes `pipeline()` refuse it
+    getattr(pipelines, "REMOVED_TASKS", {}).pop("translation", None)
     if "translation" not in PIPELINE_REGISTRY.supported_tasks:
         PIPELINE_REGISTRY.register_pipeline(
             "translation", pipeline_class=TranslationPipeline, pt_model=AutoModelForSeq2SeqLM, type="text"
