@@ -6,7 +6,8 @@ the templates in ``model_cards/`` (one shared ``card.md.j2`` plus one short per-
 ``model_cards/variants/<variant>.md``). A value that was not recorded is left out of the card, never invented.
 
 `prepare_upload(model_dir)` writes the exact folder that goes to the Hub: weights as safetensors only,
-``config.json`` (with ``auto_map`` and the shipped code files for custom variants), tokenizer,
+``config.json`` (with ``auto_map`` and the shipped code files for custom variants, and the translation pipeline
+under ``custom_pipelines``: pipeline_shipping.py), tokenizer,
 ``generation_config.json``, ``README.md`` (the card), ``metrics.json`` and plots. With ``fold=True`` it is the
 folded stock model (`folding.fold_directory`): no custom code and no ``auto_map``. `push` prepares and then
 uploads with `HfApi.create_repo` + `HfApi.upload_folder` (the remote repo then holds exactly that folder).
@@ -528,7 +529,8 @@ def prepare_upload(
     fresh temporary one) and return it with its file list.
 
     Custom (default): the model re-saved with `save_pretrained` (safetensors, config.json with ``auto_map``, the
-    code files), tokenizer, generation config. ``fold=True``: the folded stock model (`folding.fold_directory`,
+    code files), the translation pipeline (``custom_pipelines``, translation_pipeline.py), tokenizer, generation
+    config. ``fold=True``: the folded stock model (`folding.fold_directory`,
     checked numerically) — no code files, no ``auto_map``. Both: README.md (the card), metrics.json,
     admin_omega.json / .png when training wrote them, the DLCL weight plot for DLCL models. Built in a
     temporary sibling and renamed, so `out_dir` is never half-written.
@@ -537,6 +539,7 @@ def prepare_upload(
 
     from .admin import current_omegas
     from .folding import fold_directory
+    from .pipeline_shipping import ship_translation_pipeline
     from .plots import plot_dlcl_weights
 
     model_dir, _ = _check_model_dir(model_dir)
@@ -568,6 +571,7 @@ def prepare_upload(
             build.mkdir()
             model.save_pretrained(build)
             AutoTokenizer.from_pretrained(model_dir).save_pretrained(build)
+            ship_translation_pipeline(build)
         for name in (METRICS_FILE, OMEGA_FILE, OMEGA_PLOT):
             if (model_dir / name).is_file():
                 shutil.copy2(model_dir / name, build / name)

@@ -13,12 +13,61 @@ Init `"avg"` (row l = 1/(l+1): at initialisation each layer reads the mean of th
 entry of the lower triangle 1: the plain sum of the history). `window` = w keeps only the last w outputs of the
 history (entries further back are fixed at 0); -1 keeps all. Every operation is per position, so incremental
 decoding gives exactly the full pass.
+
+Memory: row l is one weighted sum over the kept history (`weighted_sum`, a custom autograd function). It saves the
+history tensors themselves for backward, not a stacked copy of them, so the activations DLCL keeps are the L+1
+history entries (plus the LayerNorms' inputs) — linear in depth. `torch.stack(history)` under autograd, as before
+issue #25, saved a new (l+1)-entry tensor for every row: quadratic (at 48+48 tiny layers 3.0× what the plain pre-LN stack saves; now 1.16×).
+The forward is the same stack + tensordot as before and the backward the same two matrix products tensordot's
+backward computes, so results and gradients are bit for bit unchanged; the stacked copy is only a temporary now.
+torch.compile traces the function whole (fullgraph); gradient checkpointing of the layers leaves the history
+outside the checkpoints, which is what keeps it O(L) there too.
 """
 
 from __future__ import annotations
 
 import torch
 from torch import nn
+
+
+class WeightedSum(torch.autograd.Function):
+    """Σ_k w_k · h_k for a weight vector w (n,) and n tensors h_k of one shape, saving only w and the h_k
+    themselves for backward (the history entries, which every later row reads too) — never the (n, ...) stack.
+
+    The stack is built in forward and again in backward as a temporary, so each pass is one matrix product
+    (as `torch.tensordot(w, torch.stack(h), dims=1)` and its backward), bit for bit the same numbers."""
+
+    @staticmethod
+    def forward(weights: torch.Tensor, *history: torch.Tensor) -> torch.Tensor:
+        return torch.tensordot(weights, torch.stack(history), dims=1)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output) -> None:
+        ctx.save_for_backward(*inputs)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        weights, *history = ctx.saved_tensors
+        # under autocast the forward's product ran in the autocast dtype, and so does its backward (autograd
+        # casts each gradient back to its input's dtype)
+        weights = weights.to(grad.dtype)
+        flat = grad.reshape(1, -1)
+        grad_weights = None
+        if ctx.needs_input_grad[0]:  # (1, N) @ (N, n): tensordot's backward for its first operand
+            stacked = torch.stack(history).reshape(len(history), -1).to(grad.dtype)
+            grad_weights = torch.mm(flat, stacked.t()).reshape(weights.shape)
+        grad_history = [None] * len(history)
+        if any(ctx.needs_input_grad[1:]):  # (n, 1) @ (1, N): one row per history entry
+            rows = torch.mm(weights.reshape(-1, 1), flat).reshape(len(history), *grad.shape)
+            grad_history = [
+                row if need else None for row, need in zip(rows, ctx.needs_input_grad[1:], strict=True)
+            ]
+        return grad_weights, *grad_history
+
+
+def weighted_sum(weights: torch.Tensor, history: list[torch.Tensor]) -> torch.Tensor:
+    """Σ_k weights[k] · history[k] (`WeightedSum`: autograd keeps the history entries, not their stack)."""
+    return WeightedSum.apply(weights, *history)
 
 
 def window_mask(size: int, window: int) -> torch.Tensor:
@@ -81,11 +130,11 @@ class LayerAggregation(nn.Module):
         """Row l = len(history) - 1 of W applied to the stored history."""
         row = len(history) - 1
         start = self.starts[row]
-        # entries start..row are exactly the ones the mask keeps: one weighted sum over the stacked history
-        # (a single matrix-vector product forward and backward instead of 2·(row − start) elementwise ops)
+        # entries start..row are exactly the ones the mask keeps: one weighted sum over them (one matrix-vector
+        # product forward and backward instead of 2·(row − start) elementwise ops), saving the entries, not a stack
         kept = history[start:]
         weights = self.weight[row, start : row + 1].to(kept[0].dtype)
-        combined = torch.tensordot(weights, torch.stack(kept), dims=1)
+        combined = weighted_sum(weights, kept)
         if not self.pre_norm and row > 0:
             combined = self.layer_norms[row - 1](combined)
         return combined

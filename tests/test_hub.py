@@ -196,8 +196,12 @@ def test_push_dry_run_lists_the_folder_and_bad_input_is_a_one_line_error(trained
     assert "training.py" not in files and "cli.py" not in files
     config = json.loads((staging / "config.json").read_text())
     assert config["auto_map"]["AutoModelForSeq2SeqLM"].startswith("modeling_deep_nmt.")
+    # the translation pipeline travels with it (pipeline_shipping.py): no install needed on the Hub
+    assert "translation_pipeline.py" in files
+    assert config["custom_pipelines"]["translation"]["impl"] == "translation_pipeline.TranslationPipeline"
     readme = (staging / "README.md").read_text()
     assert "![DLCL weights](dlcl_weights.png)" in readme and "`modeling_deep_nmt.py`" in readme
+    assert 'pipeline("translation", model="org/dlcl-tiny", trust_remote_code=True)' in readme
 
     not_a_model = tmp_path / "empty"
     not_a_model.mkdir()

@@ -1,4 +1,5 @@
-"""DLCL: initial weights, a hand-computed 2-layer stack, gradients, windows, caches, save/load, remote code."""
+"""DLCL: initial weights, a hand-computed 2-layer stack, gradients, windows, caches, save/load, remote code; the
+combination against the written-out eqs. 8/9 and its activation memory linear in depth (issue #25)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,9 @@ from fresh_process import run_without_package
 from transformers import AutoModelForSeq2SeqLM
 
 from deep_nmt_hf import DLCLConfig, DLCLForConditionalGeneration
+from deep_nmt_hf.activation_memory import saved_activation_bytes
 from deep_nmt_hf.folding import NotFoldableError, fold_to_stock
-from deep_nmt_hf.layer_aggregation import LayerAggregation
+from deep_nmt_hf.layer_aggregation import LayerAggregation, weighted_sum
 
 
 def test_avg_init_makes_each_layer_read_the_mean_of_the_history() -> None:
@@ -153,3 +155,175 @@ def test_dlcl_heatmap_is_drawn_and_needs_dlcl(tmp_path) -> None:
     assert path.read_bytes()[:4] == b"\x89PNG"
     with pytest.raises(ValueError, match="no DLCL layer aggregation"):
         dlcl_weights(tiny_model())
+
+
+# ----------------------------------------------------------------------------------- issue #25: linear memory
+def reference_combine(agg: LayerAggregation, history: list[torch.Tensor]) -> torch.Tensor:
+    """Eqs. 8 / 9 written out: row l of the masked W, one scalar multiply-add per history entry."""
+    row = len(history) - 1
+    weights = agg.weights()[row]
+    combined = sum(weights[k] * history[k] for k in range(row + 1))
+    if not agg.pre_norm and row > 0:
+        combined = agg.layer_norms[row - 1](combined)  # eq. 9: LN of the sum
+    return combined
+
+
+def run_chain(agg: LayerAggregation, layers: list, x: torch.Tensor, combine) -> torch.Tensor:
+    """A stack driven as `_Stack.begin_layers` / `next_input` drive it (store, then combine, per layer)."""
+    history = [agg.store(x, 0)]
+    hidden = combine(agg, history)
+    for layer in layers:
+        history.append(agg.store(layer(hidden), len(history)))
+        hidden = combine(agg, history)
+    return hidden
+
+
+@pytest.mark.parametrize("pre_norm", [True, False])
+@pytest.mark.parametrize("window", [-1, 2])
+@pytest.mark.parametrize("init", ["avg", "one"])
+def test_combination_equals_the_written_out_equations_forward_and_gradients(pre_norm, window, init) -> None:
+    torch.manual_seed(0)
+    agg = LayerAggregation(5, 8, pre_norm=pre_norm, init=init, window=window)
+    with torch.no_grad():
+        agg.weight.copy_(agg.initial_weight() + 0.3 * torch.randn(6, 6))  # a trained-looking W (mask applies)
+        for norm in agg.layer_norms:
+            norm.weight.add_(0.1 * torch.randn(8))
+            norm.bias.add_(0.1 * torch.randn(8))
+    layers = [torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Tanh()) for _ in range(5)]
+    x = torch.randn(2, 3, 8)
+    results = []
+    for combine in (LayerAggregation.combine, reference_combine):
+        inputs = x.clone().requires_grad_()
+        out = run_chain(agg, layers, inputs, combine)
+        (out * torch.linspace(-1, 1, 8)).sum().backward()
+        grads = [p.grad.clone() for p in agg.parameters()] + [inputs.grad]
+        grads += [p.grad.clone() for layer in layers for p in layer.parameters()]
+        results.append((out.detach(), grads))
+        agg.zero_grad(set_to_none=True)
+        for layer in layers:
+            layer.zero_grad(set_to_none=True)
+    (out, grads), (expected, expected_grads) = results
+    # the library sums in one matrix product, the reference one entry at a time: float32 rounding only
+    torch.testing.assert_close(out, expected, rtol=1e-5, atol=1e-6)
+    for grad, expected_grad in zip(grads, expected_grads, strict=True):
+        torch.testing.assert_close(grad, expected_grad, rtol=1e-5, atol=1e-6)
+    assert grads[0].triu(1).abs().sum() == 0 and (grads[0] * (1 - agg.mask)).abs().sum() == 0
+
+
+@pytest.mark.parametrize("norm", ["pre", "post"])
+def test_dlcl_model_loss_and_every_gradient_equal_the_written_out_equations(norm, monkeypatch) -> None:
+    model = tiny_model(
+        seed=3,
+        layer_norm_position=norm,
+        encoder_layer_aggregation="dlcl",
+        decoder_layer_aggregation="dlcl",
+        encoder_layers=4,
+        decoder_layers=3,
+        dlcl_window=3,
+    ).train()
+    with torch.no_grad():
+        for stack in (model.model.encoder, model.model.decoder):
+            stack.aggregation.weight.add_(0.3 * torch.randn_like(stack.aggregation.weight))
+    ids, mask = padded_batch([6, 4])
+    labels = torch.randint(2, VOCAB - 1, (2, 5), generator=torch.Generator().manual_seed(1))
+    runs = []
+    for patched in (False, True):
+        if patched:
+            monkeypatch.setattr(LayerAggregation, "combine", reference_combine)
+        model.zero_grad(set_to_none=True)
+        loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
+        loss.backward()
+        runs.append(
+            (loss.detach(), {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None})
+        )
+    (loss, grads), (expected_loss, expected_grads) = runs
+    torch.testing.assert_close(loss, expected_loss, rtol=1e-5, atol=1e-6)
+    assert grads.keys() == expected_grads.keys()
+    for name, grad in grads.items():
+        torch.testing.assert_close(grad, expected_grads[name], rtol=1e-4, atol=1e-6, msg=name)
+
+
+def saved_bytes(layers: int, norm: str, aggregation: str, checkpointing: bool = False) -> int:
+    """Bytes of the activations one training forward pass of a tiny L-L model saves for backward."""
+    model = tiny_model(
+        layer_norm_position=norm,
+        encoder_layers=layers,
+        decoder_layers=layers,
+        encoder_layer_aggregation=aggregation,
+        decoder_layer_aggregation=aggregation,
+    ).train()
+    if checkpointing:
+        model.gradient_checkpointing_enable()
+    ids, mask = padded_batch([9, 7, 5], seed=1)
+    labels = torch.randint(2, VOCAB - 1, (3, 8), generator=torch.Generator().manual_seed(2))
+    size, loss = saved_activation_bytes(
+        lambda: model(input_ids=ids, attention_mask=mask, labels=labels).loss, model
+    )
+    loss.backward()  # the graph was complete and usable
+    return size
+
+
+@pytest.mark.parametrize("norm", ["pre", "post"])
+def test_dlcl_activation_memory_is_linear_in_depth(norm) -> None:
+    dlcl = {layers: saved_bytes(layers, norm, "dlcl") for layers in (12, 24, 48)}
+    plain = {layers: saved_bytes(layers, norm, "residual") for layers in (12, 24, 48)}
+    # linear: doubling the depth doubles the saved bytes (a constant part — embeddings, logits — keeps the ratio
+    # a little under 2); the stacked history saved before issue #25 gave 2.85 at 48/24 and 2.5 at 24/12
+    for deep, shallow in ((48, 24), (24, 12)):
+        assert 1.8 <= dlcl[deep] / dlcl[shallow] <= 2.1, (norm, dlcl)
+        assert 1.8 <= plain[deep] / plain[shallow] <= 2.1, (norm, plain)
+    # and DLCL adds a few tensors per layer, not a factor (3.0x the plain stack at 48 layers before)
+    assert dlcl[48] <= 1.3 * plain[48], (dlcl, plain)
+
+
+def test_dlcl_with_gradient_checkpointing_gives_the_same_gradients_and_stays_linear() -> None:
+    def gradients(checkpointing: bool) -> dict[str, torch.Tensor]:
+        model = tiny_model(
+            seed=4, layer_norm_position="pre", encoder_layer_aggregation="dlcl", encoder_layers=4
+        ).train()
+        if checkpointing:
+            model.gradient_checkpointing_enable()
+        ids, mask = padded_batch([6, 4])
+        labels = torch.randint(2, VOCAB - 1, (2, 5), generator=torch.Generator().manual_seed(1))
+        model(input_ids=ids, attention_mask=mask, labels=labels).loss.backward()
+        return {n: p.grad for n, p in model.named_parameters() if p.grad is not None}
+
+    plain, checkpointed = gradients(False), gradients(True)
+    for name, grad in plain.items():
+        torch.testing.assert_close(checkpointed[name], grad, rtol=1e-5, atol=1e-6, msg=name)
+    sizes = {layers: saved_bytes(layers, "pre", "dlcl", checkpointing=True) for layers in (24, 48)}
+    assert 1.8 <= sizes[48] / sizes[24] <= 2.1, sizes
+    assert sizes[48] < saved_bytes(48, "pre", "dlcl")
+
+
+def test_weighted_sum_under_autocast_gives_the_gradients_of_the_plain_product() -> None:
+    torch.manual_seed(0)
+    weights = torch.randn(3, requires_grad=True)
+    history = [torch.randn(2, 4, requires_grad=True) for _ in range(3)]
+    grads = []
+    for combine in (weighted_sum, lambda w, h: torch.tensordot(w, torch.stack(h), dims=1)):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            out = combine(weights, history)
+        assert out.dtype == torch.bfloat16
+        grads.append(torch.autograd.grad(out.float().pow(2).sum(), [weights, *history]))
+    for grad, expected in zip(*grads, strict=True):
+        assert grad.dtype == torch.float32 and torch.equal(grad, expected)
+
+
+def test_combination_compiles_as_one_graph_with_the_same_gradients() -> None:
+    torch.manual_seed(0)
+    agg = LayerAggregation(3, 8, pre_norm=True, window=2)
+    with torch.no_grad():
+        agg.weight.copy_(agg.initial_weight() + 0.1 * torch.randn(4, 4))
+    layers = [torch.nn.Linear(8, 8) for _ in range(3)]
+    x = torch.randn(2, 3, 8)
+
+    def loss() -> torch.Tensor:
+        return run_chain(agg, layers, x, LayerAggregation.combine).pow(2).sum()
+
+    expected = torch.autograd.grad(loss(), list(agg.parameters()))
+    compiled = torch.compile(
+        loss, fullgraph=True, backend="aot_eager"
+    )  # no graph break at the custom function
+    for grad, want in zip(torch.autograd.grad(compiled(), list(agg.parameters())), expected, strict=True):
+        torch.testing.assert_close(grad, want, rtol=1e-5, atol=1e-6)

@@ -1,13 +1,19 @@
-"""Every variant works through `pipeline("translation", ...)`, custom and folded."""
+"""Every variant works through `pipeline("translation", ...)`, custom and folded; a saved checkpoint carries the
+pipeline, so it works without the package (trust_remote_code)."""
 
 from __future__ import annotations
 
+import ast
+import json
+
 import pytest
 import torch
+from fresh_process import run_without_package
 from transformers import pipeline
 
 import deep_nmt_hf
 from deep_nmt_hf.folding import fold_to_stock
+from deep_nmt_hf.pipeline_shipping import ship_translation_pipeline
 from deep_nmt_hf.synthetic import generate_pairs
 from deep_nmt_hf.tokenization import special_token_ids, train_tokenizer
 
@@ -68,3 +74,79 @@ def test_pipeline_from_a_saved_directory_and_its_errors(tmp_path, tokenizer) -> 
     assert translator(["kol nuto .", "kol nuto ."]) == [{"translation_text": expected}] * 2
     with pytest.raises(ValueError, match="takes strings"):
         translator(123)
+
+
+PIPELINE_WITHOUT_THE_PACKAGE = """
+import json
+from transformers import pipeline
+settings = json.load(open("settings.json"))
+translator = pipeline("translation", model="model", trust_remote_code=True)
+outputs = {name: translator(settings["sources"], **kwargs) for name, kwargs in settings["decoding"].items()}
+print(json.dumps({"class": type(translator).__name__, "module": type(translator).__module__,
+                  "model": type(translator.model).__module__, "outputs": outputs}))
+"""
+
+
+def test_a_saved_checkpoint_carries_the_pipeline_and_translates_without_the_package(
+    tmp_path, tokenizer
+) -> None:
+    """Transformers 5 has no "translation" task: a Hub user without deep_nmt_hf gets ours from the checkpoint
+    (custom_pipelines + translation_pipeline.py) with trust_remote_code, and the same translations."""
+    ids = special_token_ids(tokenizer)
+    torch.manual_seed(2)
+    config = deep_nmt_hf.DLCLConfig(**SMALL, **SHALLOW, **ids, dlcl_window=2)
+    model = deep_nmt_hf.DLCLForConditionalGeneration(config).eval()
+    with torch.no_grad():  # a real combination, so the shipped layer_aggregation.py matters
+        model.model.encoder.aggregation.weight.add_(
+            0.3 * torch.randn_like(model.model.encoder.aggregation.weight)
+        )
+    model.save_pretrained(tmp_path / "model")
+    tokenizer.save_pretrained(tmp_path / "model")
+    ship_translation_pipeline(tmp_path / "model")
+    config_json = json.loads((tmp_path / "model" / "config.json").read_text())
+    assert config_json["custom_pipelines"] == {
+        "translation": {
+            "impl": "translation_pipeline.TranslationPipeline",
+            "pt": ["AutoModelForSeq2SeqLM"],
+            "type": "text",
+        }
+    }
+    # the shipped module imports only transformers (and the standard library), like the modeling files
+    shipped = (tmp_path / "model" / "translation_pipeline.py").read_text()
+    imported = {
+        (node.module if isinstance(node, ast.ImportFrom) else alias.name).split(".")[0]
+        for node in ast.walk(ast.parse(shipped))
+        if isinstance(node, ast.Import | ast.ImportFrom)
+        for alias in node.names
+    }
+    assert imported <= {"__future__", "typing", "transformers", "torch"}, imported
+
+    blank = tokenizer.convert_tokens_to_ids(
+        "▁"
+    )  # an untrained model likes it: ban it so outputs are not empty
+    banned = [[blank], [ids["pad_token_id"]]]
+    common = dict(max_new_tokens=6, min_new_tokens=4, bad_words_ids=banned, use_cache=False)
+    decoding = {"greedy": dict(common, num_beams=1), "beam": dict(common, num_beams=3)}
+    sources = ["kol nuto vugat .", "ela gupebeda avure ."]
+    (tmp_path / "settings.json").write_text(json.dumps({"sources": sources, "decoding": decoding}))
+
+    result = run_without_package(PIPELINE_WITHOUT_THE_PACKAGE, tmp_path)
+
+    assert result["class"] == "TranslationPipeline"
+    assert result["module"].startswith("transformers_modules.") and result["module"].endswith(
+        ".translation_pipeline"
+    )
+    assert result["model"].startswith("transformers_modules.")  # the model came as remote code too
+    # with the package: the installed class and model code. A directory with custom_pipelines makes Transformers
+    # ask for trust_remote_code (or an explicit pipeline_class) whether or not the task is registered locally
+    with pytest.raises(ValueError, match="trust_remote_code=True"):
+        pipeline("translation", model=str(tmp_path / "model"))
+    translator = pipeline(
+        "translation", model=str(tmp_path / "model"), pipeline_class=deep_nmt_hf.TranslationPipeline
+    )
+    assert type(translator) is deep_nmt_hf.TranslationPipeline
+    assert type(translator.model) is deep_nmt_hf.DLCLForConditionalGeneration
+    for name, kwargs in decoding.items():
+        expected = translator(sources, **kwargs)
+        assert all(record["translation_text"] for record in expected)
+        assert result["outputs"][name] == expected, name

@@ -238,6 +238,7 @@ def test_output_dir_is_complete_and_loads(trained: SimpleNamespace) -> None:
         assert (out / name).is_file(), name
     assert not list(out.glob("checkpoint-*"))
     assert not out.with_name(out.name + ".partial").exists()
+    assert_carries_the_translation_pipeline(out)
     model = AutoModelForSeq2SeqLM.from_pretrained(out)
     tokenizer = AutoTokenizer.from_pretrained(out)
     assert model.config.label_smoothing == pytest.approx(0.1) and model.config.use_cache
@@ -249,6 +250,22 @@ def test_output_dir_is_complete_and_loads(trained: SimpleNamespace) -> None:
     outputs = translate(model, tokenizer, sources[:5], num_beams=2, batch_size=2)
     assert len(outputs) == 5 and all(isinstance(text, str) for text in outputs)
     assert any(outputs)
+
+
+def assert_carries_the_translation_pipeline(directory: Path) -> None:
+    """pipeline_shipping.py: translation_pipeline.py beside the model and its custom_pipelines entry."""
+    assert (directory / "translation_pipeline.py").is_file()
+    config = json.loads((directory / "config.json").read_text())
+    assert config["custom_pipelines"]["translation"]["impl"] == "translation_pipeline.TranslationPipeline"
+
+
+def test_trainer_saves_and_checkpoints_carry_the_translation_pipeline(
+    trained: SimpleNamespace, tmp_path
+) -> None:
+    trained.trainer.save_model(
+        str(tmp_path / "saved")
+    )  # Trainer._save: what every checkpoint-* is written by
+    assert_carries_the_translation_pipeline(tmp_path / "saved")
 
 
 def test_metrics_json_is_card_ready(trained: SimpleNamespace) -> None:

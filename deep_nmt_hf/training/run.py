@@ -32,6 +32,7 @@ from ..data import ReadReport
 from ..generation_settings import translation_generation_config
 from ..length_penalty import set_length_penalty
 from ..optimizers import optimizer_cls_and_kwargs
+from ..pipeline_shipping import ship_translation_pipeline
 from ..preprocessing import cached_tokenizer
 from ..recipes import describe, recipe_config, recipe_record
 from ..sharding import shard_model, shard_summary
@@ -402,6 +403,7 @@ def _train_in(
             shutil.rmtree(checkpoint)
     model.save_pretrained(staging)  # safetensors, config.json, generation_config.json (+ code via auto_map)
     tokenizer.save_pretrained(staging)
+    ship_translation_pipeline(staging)  # pipeline("translation", ..., trust_remote_code=True), no install
 
     train_metrics = dict(train_output.metrics)
     runtime = train_metrics.get("train_runtime")

@@ -17,6 +17,7 @@ from transformers.trainer import OPTIMIZER_NAME, SCHEDULER_NAME
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, rotate_checkpoints
 
 from ..atomic import apply_umask_modes
+from ..pipeline_shipping import ship_translation_pipeline
 from ..sharding import (
     full_optimizer_state_dict,
     full_state_dict,
@@ -100,6 +101,15 @@ class DeepNMTTrainer(Seq2SeqTrainer):
         if self.args.should_save:
             with own_class(self.model):
                 self._save(output_dir, state_dict=state_dict)
+
+    def _save(self, output_dir: str | None = None, state_dict: dict | None = None) -> None:
+        """As the Trainer's (model, tokenizer, training arguments), and the translation pipeline with them
+        (pipeline_shipping.py): every checkpoint and `save_model` directory carries it."""
+        super()._save(output_dir, state_dict=state_dict)
+        output_dir = Path(output_dir if output_dir is not None else self.args.output_dir)
+        # only the writing rank; and only beside a config.json (a model that is not a PreTrainedModel has none)
+        if self.args.should_save and (output_dir / "config.json").is_file():
+            ship_translation_pipeline(output_dir)
 
     def _save_optimizer_and_scheduler(self, output_dir: str) -> None:
         """FSDP2: the full optimizer state (gathered, written by rank 0) instead of rank 0's shard."""
