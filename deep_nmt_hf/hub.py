@@ -18,6 +18,7 @@ The card templates live in ``model_cards/`` beside the package (found from a sou
 from __future__ import annotations
 
 import contextlib
+import importlib.metadata
 import json
 import os
 import re
@@ -452,11 +453,36 @@ def render_model_card(
         repo_id=repo_id or "path/to/model",
         example_source=_example_source(synthetic),
         code_files=list(code_files or []),
+        transformers_range=transformers_range(),
+        foldable_into=None if fold_info is not None else _foldable_into(config),
         limitations=limitations,
         papers=[papers_db[key] for key in _papers_for(config, meta["paper"])],
     )
     template = (CARD_DIR / "card.md.j2").read_text(encoding="utf-8")
     return ModelCard.from_template(card_data, template_str=template, **context)
+
+
+def transformers_range() -> dict[str, str]:
+    """The `transformers` releases this package declares (its requirement, e.g. ">=5.3,<6"; the range CI tests at
+    both ends) and the release installed now, for the model card of shipped custom code."""
+    import transformers
+    from packaging.requirements import Requirement
+
+    requirements = [Requirement(line) for line in importlib.metadata.requires("deep_nmt_hf") or []]
+    specifiers = next((r.specifier for r in requirements if r.name == "transformers"), [])
+    declared = ",".join(sorted((str(s) for s in specifiers), key=lambda s: not s.startswith(">")))
+    return {"declared": declared, "installed": transformers.__version__}
+
+
+def _foldable_into(config: Any) -> str | None:
+    """The stock class a model of this config folds into (no custom code), or None if it does not fold."""
+    from .folding import NotFoldableError, check_foldable
+
+    try:
+        check_foldable(config)
+    except NotFoldableError:
+        return None
+    return "PegasusForConditionalGeneration" if config.layer_norm_position == "pre" else "MarianMTModel"
 
 
 def _recipe_rows(recipe: dict[str, Any] | None) -> dict[str, Any] | None:

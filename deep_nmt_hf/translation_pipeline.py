@@ -12,8 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from transformers import AutoModelForSeq2SeqLM, Pipeline
-from transformers import pipelines
+from transformers import AutoModelForSeq2SeqLM, Pipeline, pipelines
 from transformers.pipelines import PIPELINE_REGISTRY
 
 

@@ -27,7 +27,7 @@ import deep_nmt_hf
 from deep_nmt_hf.cli import main
 from deep_nmt_hf.data import write_parallel_dir
 from deep_nmt_hf.folding import NotFoldableError, check_foldable
-from deep_nmt_hf.hub import CARD_DIR, prepare_upload, render_model_card
+from deep_nmt_hf.hub import CARD_DIR, prepare_upload, render_model_card, transformers_range
 from deep_nmt_hf.synthetic import SRC_LANG, TGT_LANG, demo_splits
 from deep_nmt_hf.training import TrainingOptions, train
 
@@ -135,6 +135,10 @@ def test_card_of_every_variant_is_filled_from_training_output(variant: str, trai
     assert PAPERS[VARIANT_PAPER[variant]]["title"] in text
     assert PAPERS["vaswani2017"]["title"] in text
     assert "trust_remote_code=True)" in text and 'from_pretrained("org/tiny-' in text
+    declared = transformers_range()["declared"]
+    assert declared.startswith(">=5.") and f"tested with `transformers{declared}`" in text
+    folds = variant in ("admin", "base", "deep_decoder", "deepnorm")
+    assert ("`deep-nmt push --fold`" in text) == folds, "the card recommends the fold exactly where it exists"
     for value in ("None", "null", "nan"):
         assert not re.search(rf"\b{value}\b", text), f"{value} leaked into the card"
     if variant == "admin":
