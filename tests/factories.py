@@ -134,3 +134,13 @@ def counting_task_model(variant: str, seed: int = 0, steps: int = 40, **override
         loss.backward()
         optimizer.step()
     return model.eval()
+
+
+def randomise_omegas(model, generator: torch.Generator, low: float = 0.3, high: float = 4.0) -> None:
+    """Set every ADMIN ω of `model` uniformly in [low, high)."""
+    from deep_nmt_hf.residual import AdminOmega
+
+    with torch.no_grad():
+        for module in model.modules():
+            if isinstance(module, AdminOmega):
+                module.omega.copy_(low + (high - low) * torch.rand(module.omega.shape, generator=generator))

@@ -6,7 +6,7 @@ import json
 
 import pytest
 import torch
-from factories import counting_task_model, padded_batch, tiny_model
+from factories import counting_task_model, padded_batch, randomise_omegas, tiny_model
 from fresh_process import run_without_package
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -31,13 +31,6 @@ VARIANTS = [
     {"residual_scaling": "deepnorm", "init_method": "deepnorm"},
     {"init_method": "ds_init"},
 ]
-
-
-def randomise_omegas(model, generator: torch.Generator, low: float = 0.3, high: float = 4.0) -> None:
-    with torch.no_grad():
-        for module in model.modules():
-            if isinstance(module, AdminOmega):
-                module.omega.copy_(low + (high - low) * torch.rand(module.omega.shape, generator=generator))
 
 
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
