@@ -216,7 +216,11 @@ class AdminProfilingCallback(TrainerCallback):
     """
 
     def __init__(
-        self, batch_size: int | None = None, seed: int = 0, max_tokens: int | None = None, positions: str = "all"
+        self,
+        batch_size: int | None = None,
+        seed: int = 0,
+        max_tokens: int | None = None,
+        positions: str = "all",
     ) -> None:
         self.batch_size = batch_size
         self.seed = seed
@@ -262,5 +266,7 @@ class AdminProfilingCallback(TrainerCallback):
         """The indices of the first batch of `max_tokens` (every rank the same: one replica, the run's seed)."""
         from .batching import TokenBudgetBatchSampler, dataset_lengths
 
-        sampler = TokenBudgetBatchSampler(*dataset_lengths(dataset), max_tokens=self.max_tokens, seed=self.seed)
+        sampler = TokenBudgetBatchSampler(
+            *dataset_lengths(dataset), max_tokens=self.max_tokens, seed=self.seed
+        )
         return next(iter(sampler))

@@ -54,7 +54,9 @@ def find_checkpoints(directory: str | os.PathLike[str], epochs_only: bool = Fals
     found = [
         (int(m.group(1)), p)
         for p in root.iterdir()
-        if p.is_dir() and (m := CHECKPOINT_PATTERN.match(p.name)) and (m.group(2) is not None or not epochs_only)
+        if p.is_dir()
+        and (m := CHECKPOINT_PATTERN.match(p.name))
+        and (m.group(2) is not None or not epochs_only)
     ]
     return [path for _, path in sorted(found)]
 
@@ -167,7 +169,9 @@ def average_checkpoints(
     return out
 
 
-def average_into(model: torch.nn.Module, directory: str | os.PathLike[str], last: int, epochs: bool) -> list[str]:
+def average_into(
+    model: torch.nn.Module, directory: str | os.PathLike[str], last: int, epochs: bool
+) -> list[str]:
     """Load the mean of the last `last` (epoch) checkpoints of `directory` into `model`; the names averaged, or []
     (the final weights kept, with a warning) when fewer were written."""
     import logging

@@ -212,7 +212,11 @@ def test_default_profiling_counts_every_position_as_the_authors_code() -> None:
     }
     every = admin_profile(model, batch)
     assert (
-        max(abs(a / b - 1) for a, b in zip(admin_profile(model, padded)["encoder"], every["encoder"])) > 1e-3
+        max(
+            abs(a / b - 1)
+            for a, b in zip(admin_profile(model, padded)["encoder"], every["encoder"], strict=True)
+        )
+        > 1e-3
     )
     real = admin_profile(model, batch, positions="non_pad")
     assert_omegas_close(admin_profile(model, padded, positions="non_pad"), real, rel=1e-4)

@@ -170,6 +170,4 @@ def test_a_recipe_run_records_itself_and_saves_its_decoding(data_dir: Path, tmp_
     from deep_nmt_hf.hub import render_model_card
 
     card = str(render_model_card(out))
-    assert (
-        "Trained with the `dsinit_matt` recipe" in card and "| `max_tokens` | `5752` | **`300`** |" in card
-    )
+    assert "Trained with the `dsinit_matt` recipe" in card and "| `max_tokens` | `5752` | **`300`** |" in card

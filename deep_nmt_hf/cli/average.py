@@ -23,7 +23,9 @@ def add_parsers(commands: Any) -> dict[str, Any]:
     )
     average.add_argument("run_dir", type=Path, help="a run directory holding checkpoint-* directories")
     which = average.add_mutually_exclusive_group(required=True)
-    which.add_argument("--last", type=int, metavar="N", help="average the N newest checkpoints (step or epoch)")
+    which.add_argument(
+        "--last", type=int, metavar="N", help="average the N newest checkpoints (step or epoch)"
+    )
     which.add_argument(
         "--last-epochs",
         type=int,

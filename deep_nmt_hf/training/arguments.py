@@ -14,7 +14,9 @@ from .divergence import DivergenceCallback
 from .options import TrainingOptions, nmt_recipe
 
 
-def training_arguments(options: TrainingOptions, staging: Path, evaluate_during: bool) -> Seq2SeqTrainingArguments:
+def training_arguments(
+    options: TrainingOptions, staging: Path, evaluate_during: bool
+) -> Seq2SeqTrainingArguments:
     """The Trainer's arguments: the NMT recipe, batches and accumulation, checkpoints (every `save_steps` or at
     every epoch's end), logging and evaluation."""
     by_epoch = options.save_strategy == "epoch"

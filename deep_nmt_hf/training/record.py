@@ -98,8 +98,12 @@ def score_splits(
 def hyperparameters(options: TrainingOptions, trainer: Any, averaged: list[str]) -> dict[str, Any]:
     """The options of the run (paths left out) and what they mean for the batch, schedule and averaging."""
     world = trainer.args.world_size
-    record = {key: value for key, value in asdict(options).items() if key not in ("output_dir", "data_source")}
-    per_step = f"max_tokens={options.max_tokens}" if options.max_tokens else f"batch_size={options.batch_size}"
+    record = {
+        key: value for key, value in asdict(options).items() if key not in ("output_dir", "data_source")
+    }
+    per_step = (
+        f"max_tokens={options.max_tokens}" if options.max_tokens else f"batch_size={options.batch_size}"
+    )
     record.update(
         optimizer=options.optimizer,
         adam_betas=[options.adam_beta1, options.adam_beta2],

@@ -184,7 +184,9 @@ def _train_in(
         model = shard_model(model)  # every rank keeps its Shard(0) slice of every parameter
 
     token_stats: dict[str, int] = {}
-    train_tokens, eval_tokens, eval_refs = _tokenized_splits(options, tokenizer, train_set, valid_set, token_stats)
+    train_tokens, eval_tokens, eval_refs = _tokenized_splits(
+        options, tokenizer, train_set, valid_set, token_stats
+    )
     evaluate_during = eval_tokens is not None and options.eval_steps is not None
     args = training_arguments(options, staging, evaluate_during)
     divergence, callbacks = training_callbacks(options, config, args)
@@ -198,7 +200,10 @@ def _train_in(
         compute_metrics=make_compute_metrics(tokenizer, eval_refs) if evaluate_during else None,
         callbacks=callbacks,
         optimizer_cls_and_kwargs=optimizer_cls_and_kwargs(
-            options.optimizer, options.learning_rate, (options.adam_beta1, options.adam_beta2), options.adam_epsilon
+            options.optimizer,
+            options.learning_rate,
+            (options.adam_beta1, options.adam_beta2),
+            options.adam_epsilon,
         ),
         max_tokens=options.max_tokens,
     )
