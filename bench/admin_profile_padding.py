@@ -55,7 +55,8 @@ def main() -> None:
              result["all"]["decoder"], result["non_pad"]["decoder"]]
         )  # fmt: skip
     table = markdown_table(
-        ["batch", "padding", "enc ω_last all", "enc ω_last non_pad", "dec ω_last all", "dec ω_last non_pad"], rows
+        ["batch", "padding", "enc ω_last all", "enc ω_last non_pad", "dec ω_last all", "dec ω_last non_pad"],
+        rows,
     )
     write_results("admin_profile_padding", payload, table)
     print(table)
