@@ -5,7 +5,7 @@ one forward pass visits the sublayers in order (the encoder's, then the decoder'
 for the encoder and the decoder, with a running value r (r = 1 before the first sublayer), at sublayer i
 
     ω_i = r                                            (set *before* this sublayer's residual add)
-    r  ← sqrt( Var(ω_i · x_{i-1}) + Var(f_i(x_{i-1})) )  (variances over the real, non-pad tokens)
+    r  ← sqrt( Var(ω_i · x_{i-1}) + Var(f_i(x_{i-1})) )  (variances over every position, padding included)
 
 so every later statistic — and the encoder output that the decoder's cross-attention reads — already sees the
 earlier ω's. This is the progressive profiling of the authors' code (Transformer-Clinic, `adaptive-profiling`:
@@ -20,6 +20,20 @@ reads the embeddings (which keeps the model foldable); (b) the profiling is prog
 sublayer; with `admin_omega="trainable"` it initialises a per-dimension vector that training then adjusts. A
 sublayer that runs at several depths (layer sharing) takes its ω at its first use; its later uses are profiled
 with that ω (no paper defines ADMIN with shared layers).
+
+The statistics (`positions`): the authors' code takes `np.var` of the whole flattened tensor, padding included
+(Transformer-Clinic `transformer_layer.py`, adaptive-profiling), and so do we by default (`"all"`). `"non_pad"`
+takes them over the real tokens only (the target side: labels != -100): the ω of the same sentences then does not
+depend on how much padding their batch carries. Measured (bench/results/admin_profile_padding.md, ADMIN 18-6 at
+d 64): the readings differ by at most 2% (last decoder ω 2.73 vs 2.79 at 72% padding), and only "all" moves when
+the same sentences are padded wider (2.76 → 2.73); not enough to depart from the authors by default. The
+profiling batch is "one batch of 8k tokens" (footnote 5): the first batch of a token budget (`max_tokens`, 8192
+in `train`; fairseq's first training batch in the authors' runs), length-sorted so that it holds little padding;
+without a budget the first `batch_size` pairs.
+
+Deliberate departure: the authors' ω of the very first sublayer (it reads the embeddings) is a trainable vector
+initialised at 1; ours is fixed at 1, because a trained first ω would scale the sinusoidal positions too and break
+the exact fold into the stock classes (../shared/DESIGN.md, "Folding ADMIN exactly").
 
 Usable alone (`admin_profile(model, batch)`) and as a `TrainerCallback` (`AdminProfilingCallback`).
 """
@@ -48,6 +62,9 @@ def _admin_sublayers(model: nn.Module) -> dict[str, list[nn.Module]]:
     return {"encoder": base.encoder.sublayers(), "decoder": base.decoder.sublayers()}
 
 
+PROFILE_POSITIONS = ("all", "non_pad")
+
+
 def _masked_variance(tensor: torch.Tensor, mask: torch.Tensor | None) -> float:
     values = tensor.float()
     if mask is not None and mask.shape == values.shape[:2]:
@@ -64,14 +81,19 @@ def omega_recursion(input_variances: list[float], output_variances: list[float])
 
 
 @torch.no_grad()
-def admin_profile(model: nn.Module, batch: dict[str, torch.Tensor], seed: int = 0) -> dict[str, list[float]]:
+def admin_profile(
+    model: nn.Module, batch: dict[str, torch.Tensor], seed: int = 0, positions: str = "all"
+) -> dict[str, list[float]]:
     """Profile ADMIN ω progressively on one batch (input_ids, attention_mask, labels or decoder_input_ids), write
     them into the model, mark `config.admin_profiled`, and return {"encoder": [ω...], "decoder": [ω...]}.
 
-    Deterministic for a given seed (the dropout masks of the profiling pass come from it)."""
+    `positions`: "all" (the authors': variances over every position, padding included) or "non_pad" (real
+    tokens only). Deterministic for a given seed (the dropout masks of the profiling pass come from it)."""
     config = model.config
     if config.residual_scaling != "admin":
         raise ValueError(f"admin_profile needs residual_scaling='admin', got {config.residual_scaling!r}")
+    if positions not in PROFILE_POSITIONS:
+        raise ValueError(f"positions={positions!r}; valid: {', '.join(PROFILE_POSITIONS)}")
     sides = _admin_sublayers(model)
     for sublayers in sides.values():
         for sublayer in sublayers:
@@ -84,6 +106,8 @@ def admin_profile(model: nn.Module, batch: dict[str, torch.Tensor], seed: int = 
         masks["decoder"] = batch["labels"].ne(-100)
     elif "decoder_attention_mask" in batch:
         masks["decoder"] = batch["decoder_attention_mask"]
+    if positions == "all":
+        masks = {"encoder": None, "decoder": None}
     running = {"encoder": 1.0, "decoder": 1.0}
     profiled: dict[str, dict[int, float]] = {"encoder": {}, "decoder": {}}
 
@@ -183,17 +207,27 @@ def set_omegas(model: nn.Module, omegas: dict[str, list[float]]) -> None:
 class AdminProfilingCallback(TrainerCallback):
     """Profiles ADMIN ω before the first optimizer step, unless the model is already profiled.
 
-    The profiling batch is the first `batch_size` examples of the training set passed through the Trainer's
-    collator (taken by index, so the Trainer's own data order and RNG are untouched). In several processes rank 0
+    The profiling batch is the first batch of a token budget of `max_tokens` (`batching.TokenBudgetBatchSampler`
+    with `seed`: the authors' "one batch of 8k tokens"), or without a budget the first `batch_size` examples of the
+    training set, passed through the Trainer's collator (taken by index, so the Trainer's own data order and RNG
+    are untouched). `positions` is `admin_profile`'s. In several processes rank 0
     profiles and broadcasts, so ω is identical on every rank. An FSDP2-sharded model (sharding.py) profiles on
     every rank (its forward all-gathers the parameters, a collective) and every rank then sets rank 0's ω.
     Logs the values and writes `admin_omega.json` and `admin_omega.png` into the output directory (main
     process only).
     """
 
-    def __init__(self, batch_size: int | None = None, seed: int = 0) -> None:
+    def __init__(
+        self,
+        batch_size: int | None = None,
+        seed: int = 0,
+        max_tokens: int | None = None,
+        positions: str = "all",
+    ) -> None:
         self.batch_size = batch_size
         self.seed = seed
+        self.max_tokens = max_tokens
+        self.positions = positions
         self.omegas: dict[str, list[float]] | None = None
 
     def on_train_begin(
@@ -207,12 +241,15 @@ class AdminProfilingCallback(TrainerCallback):
         if dataloader is None:
             raise ValueError("AdminProfilingCallback needs the Trainer's train_dataloader")
         dataset = dataloader.dataset
-        size = min(len(dataset), self.batch_size or args.per_device_train_batch_size)
-        batch = dataloader.collate_fn([dataset[i] for i in range(size)])
+        if self.max_tokens is not None:
+            batch = dataloader.collate_fn([dataset[i] for i in self.budget_batch(dataset)])
+        else:
+            size = min(len(dataset), self.batch_size or args.per_device_train_batch_size)
+            batch = dataloader.collate_fn([dataset[i] for i in range(size)])
         is_main = not process_group_is_up() or (torch.distributed.get_rank() == 0)
         sharded = is_sharded(model)
         if is_main or sharded:
-            omegas = admin_profile(model, batch, seed=self.seed)
+            omegas = admin_profile(model, batch, seed=self.seed, positions=self.positions)
         model.config.admin_profiled = True
         if sharded:
             set_omegas(model, broadcast_object(omegas))
@@ -226,3 +263,12 @@ class AdminProfilingCallback(TrainerCallback):
             out.mkdir(parents=True, exist_ok=True)
             (out / "admin_omega.json").write_text(json.dumps(self.omegas, indent=2) + "\n")
             plot_omegas(self.omegas, out / "admin_omega.png")
+
+    def budget_batch(self, dataset: Any) -> list[int]:
+        """The indices of the first batch of `max_tokens` (every rank the same: one replica, the run's seed)."""
+        from .batching import TokenBudgetBatchSampler, dataset_lengths
+
+        sampler = TokenBudgetBatchSampler(
+            *dataset_lengths(dataset), max_tokens=self.max_tokens, seed=self.seed
+        )
+        return next(iter(sampler))

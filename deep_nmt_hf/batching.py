@@ -8,8 +8,11 @@ into batches whose *padded* size, batch size × longest example, stays ≤ ``max
 the target side; the batches are then shuffled.
 
 `TokenBudgetBatchSampler` does that per epoch from ``(seed, epoch)``: a seeded permutation breaks length ties, a
-stable sort by (target, source) length orders the examples, the greedy cut makes the batches, and a second seeded
-permutation orders the batches. Under DDP (``num_replicas`` > 1) the batch list is padded to a multiple of
+stable sort by source length, ties by target length, orders the examples (fairseq's
+`LanguagePairDataset.ordered_indices`: mergesort by target, then by source), the greedy cut makes the batches, and a
+second seeded permutation orders the batches. Like fairseq's `batch_by_size`, a full batch of 8 or more examples is
+cut to a multiple of ``required_batch_size_multiple`` (fairseq's default 8: tensor-core friendly shapes) and the
+rest carried into the next batch. Under DDP (``num_replicas`` > 1) the batch list is padded to a multiple of
 ``num_replicas`` by repeating its first batches (every rank runs the same number of steps) and rank r takes
 batches r, r + R, r + 2R, ... — every rank a different batch, the same on every run with the same seed.
 Gradient accumulation needs nothing special: each batch is one micro-batch, and `DeepNMTTrainer`'s token-exact
@@ -44,6 +47,8 @@ class TokenBudgetBatchSampler(Sampler[list[int]]):
         max_sentences: optional cap on the examples per batch (fairseq's ``--batch-size`` next to
             ``--max-tokens``).
         shuffle: False keeps the length order and the batch order (deterministic, for evaluation).
+        required_batch_size_multiple: a full batch of at least this many examples holds a multiple of it
+            (fairseq's ``--required-batch-size-multiple``, default 8; 1 turns it off).
         seed: the epoch's order comes from (seed, epoch); call `set_epoch` each epoch (the Trainer does).
         num_replicas, rank: the DDP split (rank takes every num_replicas-th batch).
 
@@ -62,11 +67,15 @@ class TokenBudgetBatchSampler(Sampler[list[int]]):
         seed: int = 0,
         num_replicas: int = 1,
         rank: int = 0,
+        required_batch_size_multiple: int = 8,
     ) -> None:
         if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
             raise ValueError(f"max_tokens={max_tokens!r} must be a positive integer")
         if max_sentences is not None and (not isinstance(max_sentences, int) or max_sentences < 1):
             raise ValueError(f"max_sentences={max_sentences!r} must be a positive integer (or None)")
+        multiple = required_batch_size_multiple
+        if isinstance(multiple, bool) or not isinstance(multiple, int) or multiple < 1:
+            raise ValueError(f"required_batch_size_multiple={multiple!r} must be a positive integer (1: off)")
         if not isinstance(num_replicas, int) or num_replicas < 1 or not 0 <= rank < num_replicas:
             raise ValueError(f"rank={rank!r} must lie in [0, num_replicas={num_replicas!r})")
         self.source_lengths = np.asarray(source_lengths, dtype=np.int64).reshape(-1)
@@ -93,6 +102,7 @@ class TokenBudgetBatchSampler(Sampler[list[int]]):
             )
         self.max_tokens = max_tokens
         self.max_sentences = max_sentences
+        self.required_batch_size_multiple = multiple
         self.shuffle = shuffle
         self.seed = seed
         self.num_replicas = num_replicas
@@ -110,18 +120,32 @@ class TokenBudgetBatchSampler(Sampler[list[int]]):
         count = len(self.source_lengths)
         rng = np.random.default_rng([self.seed, epoch])
         order = rng.permutation(count) if self.shuffle else np.arange(count)
-        # stable sort by (target, source) length: equal lengths keep the random order above
-        order = order[np.lexsort((self.source_lengths[order], self.target_lengths[order]))]
+        # stable sort by source length, ties by target length: equal lengths keep the random order above
+        order = order[np.lexsort((self.target_lengths[order], self.source_lengths[order]))]
+        src_of, tgt_of = self.source_lengths[order], self.target_lengths[order]
+        multiple = self.required_batch_size_multiple
         batches: list[np.ndarray] = []
         start, longest_src, longest_tgt = 0, 0, 0
-        for position, index in enumerate(order):
-            src, tgt = int(self.source_lengths[index]), int(self.target_lengths[index])
+        for position in range(len(order)):
+            src, tgt = int(src_of[position]), int(tgt_of[position])
             size = position - start + 1
             new_src, new_tgt = max(longest_src, src), max(longest_tgt, tgt)
             full = self.max_sentences is not None and size > self.max_sentences
-            if size > 1 and (full or size * new_src > self.max_tokens or size * new_tgt > self.max_tokens):
-                batches.append(order[start:position])
-                start, new_src, new_tgt = position, src, tgt
+            while size > 1 and (full or size * new_src > self.max_tokens or size * new_tgt > self.max_tokens):
+                held = (
+                    size - 1
+                )  # fairseq's mod_len: a multiple of `multiple`, the rest goes to the next batch
+                keep = max(multiple * (held // multiple), held % multiple)
+                batches.append(order[start : start + keep])
+                start += (
+                    keep  # a carried rest that still overflows with this example is cut again (kept whole)
+                )
+                size = position - start + 1
+                new_src, new_tgt = (
+                    int(src_of[start : position + 1].max()),
+                    int(tgt_of[start : position + 1].max()),
+                )
+                full = self.max_sentences is not None and size > self.max_sentences
             longest_src, longest_tgt = new_src, new_tgt
         batches.append(order[start:])
         if self.shuffle:

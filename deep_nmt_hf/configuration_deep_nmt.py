@@ -475,24 +475,33 @@ class DLCLConfig(VariantConfig):
         super().__init__(**kwargs)
 
 
+# deep-decoder-cad-crt sec. 4.3 (Figure 2): for a 27-layer decoder BLEU peaked at drop depth 21; small drop depths
+# collapsed. The default drop depth keeps that share of the decoder's depth.
+CAD_DROP_SHARE = 21 / 27
+
+
 class DeepDecoderConfig(VariantConfig):
     """Deep decoders that do not collapse (deep-decoder-cad-crt): cross-attention drop on the lowest decoder layers
-    plus the DDR and ALD training losses. Defaults: equal encoder/decoder depth (15-15), the paper's best small
-    drop depth with p_net = 1, τ = 0.1, Transformer-base width; 27-27 and a tiny CPU preset."""
+    plus the DDR and ALD training losses. Defaults: equal encoder/decoder depth (15-15), p_net = 1, τ = 0.1,
+    Transformer-base width; 27-27 and a tiny CPU preset. Unless given, `cross_attention_drop_layers` scales with
+    the decoder: round(21/27 × decoder depth), the paper's best drop depth for 27 layers (sec. 4.3; 12 of 15)."""
 
     model_type = "deep_nmt_deep_decoder"
     DEFAULTS = {"layer_norm_position": "pre", "encoder_layers": 15, "decoder_layers": 15, **BASE_WIDTH}
-    DEFAULTS |= {"cross_attention_drop_layers": 2, "cross_attention_drop_rate": 1.0}
+    DEFAULTS |= {"cross_attention_drop_rate": 1.0}
     DEFAULTS |= {"ddr_loss_weight": 1.0, "ald_loss_weight": 1.0, "ald_max_ratio": 0.3, "ald_temperature": 0.1}
     PRESETS = {
         "15L-15L": {"encoder_layers": 15, "decoder_layers": 15},
         "27L-27L": {"encoder_layers": 27, "decoder_layers": 27},
-        "6L-6L": {"encoder_layers": 6, "decoder_layers": 6, "cross_attention_drop_layers": 1},
+        "6L-6L": {"encoder_layers": 6, "decoder_layers": 6},
         "tiny": {"encoder_layers": 6, "decoder_layers": 6, **TINY},
     }
 
     def __init__(self, **kwargs: Any) -> None:  # each config class needs its own __init__ (see VariantConfig)
         super().__init__(**kwargs)
+        if "cross_attention_drop_layers" not in kwargs:  # scaled with depth; a saved config passes its value
+            self.cross_attention_drop_layers = round(CAD_DROP_SHARE * self.decoder_depth)
+            self.check()
 
 
 class SharedLayersConfig(VariantConfig):

@@ -6,7 +6,10 @@
 - attention q, k and v (self- and cross-attention): Glorot U(-γ, γ) with gain 1/√2, γ = sqrt(1/2)·sqrt(6/(2d)) —
   the same distribution as plain Glorot on the fused 3d×d `in_proj_weight` of fairseq ≤ v0.8;
 - attention output projection, FFN fc1 and fc2: plain Glorot, γ = sqrt(6 / (fan_in + fan_out));
-- every bias zero (fairseq ≤ v0.9 zeroes the fused in_proj bias, out_proj bias and the FFN biases);
+- every bias zero. fairseq v0.8's fused `in_proj_bias` is zeroed with out_proj's; v0.9 splits q/k/v into
+  `nn.Linear`s whose biases keep PyTorch's default init and zeroes only out_proj's bias (deepnmt trained on v0.9,
+  Transformer-Clinic's fork on v0.8/0.9). We pick v0.8's all-zero biases: the state the papers' 2019 runs (DLCL,
+  shared layers on v0.6-v0.8) started from, and a k bias that stays exactly zero (softmax ignores it anyway);
 - word embeddings N(0, d_model^-1/2) with the padding row zero; an untied output projection the same
   (fairseq's `output_projection`); LayerNorms (1, 0).
 fairseq ≥ v0.10 builds the FFN and the separate q/k/v biases with PyTorch's default `nn.Linear` init instead; we

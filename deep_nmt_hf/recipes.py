@@ -1,8 +1,10 @@
 """Each paper's training recipe by name, as data: `deep-nmt train --recipe admin` (explicit flags win).
 
-A recipe fills `TrainingOptions` fields (optimizer, β's, ε, learning rate, warmup, token batches, clipping, label
-smoothing, beam, length penalty, checkpoint averaging) and config fields (dropouts, embedding sharing) plus the
-variant, each value with where its paper says it — or, where the paper is silent, "our choice" and why. The values
+A recipe fills `TrainingOptions` fields (optimizer, β's, ε, learning rate, warmup, token batches, gradient
+accumulation, clipping, label smoothing, beam, length penalty, checkpoint strategy and averaging) and config fields
+(dropouts, embedding sharing) plus the variant, each value with where its paper says it, or the authors' released
+script when the paper is silent (named by repository and file: Transformer-Clinic and microsoft/deepnmt for ADMIN,
+wangqiangneu/dlcl, bzhangGo/zero for DS-Init + MAtt), or, where neither says, "our choice" and why. The values
 are the papers' WMT14 En-De base settings (per GPU); at toy scale (Multi30k on CPU) lower `max_tokens`, the
 warmup and the learning rate explicitly.
 
@@ -43,7 +45,32 @@ OPTION_FIELDS = (
     "length_penalty",
     "length_penalty_form",
     "average_last_checkpoints",
+    "gradient_accumulation_steps",
+    "save_strategy",
 )
+
+CLINIC = "Transformer-Clinic nmt-experiments/"  # ADMIN's released fairseq recipes (LiyuanLucasLiu/Transformer-Clinic)
+DEEPNMT = "microsoft/deepnmt run_wmt14_en_fr.sh"  # the released 60L-12L En-Fr training script
+DLCL_SCRIPT = "wangqiangneu/dlcl runs/train-wmt-en2de-deep-prenorm-dlcl.sh"
+ZERO = "bzhangGo/zero run.py"  # DS-Init + MAtt's released TensorFlow toolkit (its defaults)
+
+# fairseq-style batches: the share of a per-process token budget that becomes real target tokens. Ott et al.
+# (2018) train with --max-tokens 3584 on 8 GPUs and report about 25k tokens a batch: 25000 / (8 × 3584) ≈ 0.87
+# (the rest is padding, the cut that leaves a batch below its budget, and a source side longer than the target)
+TARGET_FILL = 0.87
+# dsinit-merged-attention Table 3 (rows 1, 11, 14) and sec. 6 "Effect of Model Depth" (18 and 30 layers): target
+# tokens per update by depth (base models)
+DSINIT_TARGET_TOKENS = {6: 25_000, 12: 40_000, 18: 42_000, 20: 44_000, 30: 48_000}
+DSINIT_PROCESSES = 8  # the paper does not state its GPU count; 8 as every other paper here (our choice)
+
+
+def budget_for_target_tokens(target_tokens: int, processes: int, update_freq: int = 1) -> int:
+    """The per-process `max_tokens` whose batches hold about `target_tokens` real target tokens per update over
+    `processes` × `update_freq` batches: target_tokens / (processes × update_freq × TARGET_FILL), rounded up to
+    a multiple of 8. Our budget counts padded tokens per side; the DS-Init paper counts target tokens per update."""
+    raw = target_tokens / (processes * update_freq * TARGET_FILL)
+    return int(-(-raw // 8) * 8)
+
 
 _FAIRSEQ_SILENT = "paper silent; fairseq's default (the paper trains with fairseq)"
 
@@ -64,30 +91,52 @@ RECIPES: dict[str, dict[str, Setting]] = {
         "adam_epsilon": Setting(1e-8, _FAIRSEQ_SILENT),
         "weight_decay": Setting(0.0, _FAIRSEQ_SILENT),
         "learning_rate": Setting(1e-3, "footnote 8: lr 0.001 for WMT14 En-De (7e-4 for En-Fr)"),
-        "warmup_steps": Setting(4000, "footnote 8: 4000 warmup steps for En-De (8000 for En-Fr)"),
-        "max_tokens": Setting(3584, "footnote 8: max 3584 tokens per batch, following Ott et al. (2019)"),
+        "warmup_steps": Setting(
+            4000,
+            "footnote 8: 4000 warmup steps for En-De (8000 for En-Fr; " + CLINIC + "wmt14_en-de.md: 8000)",
+        ),
+        "max_tokens": Setting(
+            3584,
+            "footnote 8: max 3584 tokens per batch, following Ott et al. (2019) ("
+            + CLINIC
+            + "wmt14_en-de.md: "
+            "8192 on 4 GPUs; " + DEEPNMT + ": 3200 on 16 GPUs)",
+        ),
+        "gradient_accumulation_steps": Setting(
+            1, "paper silent; " + CLINIC + "wmt14_en-de.md --update-freq 1 (" + DEEPNMT + ": 8 for En-Fr)"
+        ),
+        "save_strategy": Setting(
+            "epoch", "footnote 8 counts epochs (max 50); fairseq writes checkpoint<E>.pt"
+        ),
         "max_grad_norm": Setting(0.0, _FAIRSEQ_SILENT + " (--clip-norm 0: no clipping)"),
         "label_smoothing": Setting(
             0.1, "sec. 4: fairseq's Transformer hyper-parameters (label smoothing 0.1)"
         ),
         "dropout": Setting(0.1, "sec. 4: fairseq's Transformer (transformer_wmt_en_de: dropout 0.1)"),
-        "attention_dropout": Setting(0.0, "sec. 4: fairseq's Transformer (attention dropout 0)"),
-        "activation_dropout": Setting(0.0, "sec. 4: fairseq's Transformer (activation dropout 0)"),
-        "num_beams": Setting(4, "paper silent; our choice: Vaswani et al.'s beam 4"),
-        "length_penalty": Setting(0.6, "paper silent; our choice: 0.6 as the other fairseq papers here"),
-        "length_penalty_form": Setting("fairseq", "fairseq's --lenpen (len^α)"),
-        "average_last_checkpoints": Setting(5, "paper silent; our choice: 5 as prenorm-dlcl / DS-Init"),
-        **_shared_embeddings(
-            "paper silent; our choice: joint BPE with all embeddings shared (fairseq En-De)"
+        "attention_dropout": Setting(
+            0.1, CLINIC + "wmt14_en-de.md and " + DEEPNMT + ": --attention-dropout 0.1 (paper silent)"
         ),
+        "activation_dropout": Setting(
+            0.1, CLINIC + "wmt14_en-de.md and " + DEEPNMT + ": --relu-dropout 0.1 (paper silent)"
+        ),
+        "num_beams": Setting(4, CLINIC + "eval_wmt_en-de.sh: --beam 4 (En-Fr eval_wmt_en-fr.sh: 5)"),
+        "length_penalty": Setting(
+            0.6, CLINIC + "eval_wmt_en-de.sh: --lenpen 0.6 (En-Fr eval_wmt_en-fr.sh: 0.8)"
+        ),
+        "length_penalty_form": Setting("fairseq", "fairseq-generate's --lenpen (len^α)"),
+        "average_last_checkpoints": Setting(
+            10,
+            CLINIC + "eval_wmt_en-de.sh: average_checkpoints.py --num-epoch-checkpoints 10 (CP_POINT_NUM=10)",
+        ),
+        **_shared_embeddings(CLINIC + "wmt14_en-de.md: --share-all-embeddings (joined dictionary)"),
     },
     "dsinit_matt": {
         "variant": Setting("dsinit_matt", "dsinit-merged-attention"),
         "optimizer": Setting("adam", "sec. 5.1: Adam"),
         "adam_beta1": Setting(0.9, "sec. 5.1: 0.9/0.98 for base"),
         "adam_beta2": Setting(0.98, "sec. 5.1: 0.9/0.98 for base (0.998 for big)"),
-        "adam_epsilon": Setting(1e-8, "paper silent; our choice: PyTorch's default"),
-        "weight_decay": Setting(0.0, "paper silent; our choice: none"),
+        "adam_epsilon": Setting(1e-9, "paper silent; " + ZERO + ": epsilon=1e-9"),
+        "weight_decay": Setting(0.0, "paper silent; " + ZERO + " has no weight decay"),
         "learning_rate": Setting(
             7e-4,
             "sec. 5.1: Vaswani et al.'s schedule, whose peak at d 512 and warmup 4k is 512^-0.5 · 4000^-0.5 ≈ 7e-4 "
@@ -95,10 +144,16 @@ RECIPES: dict[str, dict[str, Setting]] = {
         ),
         "warmup_steps": Setting(4000, "sec. 5.1: warm-up 4K for base (16K for big)"),
         "max_tokens": Setting(
-            25000, "sec. 5.1: batches of around 25K target tokens (40K-44K for the deepest)"
+            budget_for_target_tokens(DSINIT_TARGET_TOKENS[12], DSINIT_PROCESSES),
+            "Table 3 row 11/13: 40K target tokens per update for the 12-layer default (25K at 6, 44K at 20: the "
+            "paper presets); per process on 8 processes, converted with TARGET_FILL (budget_for_target_tokens)",
+        ),
+        "gradient_accumulation_steps": Setting(1, "our choice: the 40K are spread over 8 processes instead"),
+        "save_strategy": Setting(
+            "steps", "sec. 5.1 trains by steps (300K); " + ZERO + " saves every save_freq"
         ),
         "max_grad_norm": Setting(
-            0.0, "sec. 6: clipping at 1.0 was only an ablation; none by default (our reading)"
+            5.0, ZERO + ": clip_grad_norm=5.0 (sec. 6's clipping at 1.0 is an ablation of a failing model)"
         ),
         "label_smoothing": Setting(0.1, "sec. 5.1: label smoothing 0.1"),
         "dropout": Setting(
@@ -124,7 +179,13 @@ RECIPES: dict[str, dict[str, Setting]] = {
         "weight_decay": Setting(0.0, _FAIRSEQ_SILENT),
         "learning_rate": Setting(2e-3, "appendix Table 7: deep models lr 2e-3 (1e-3 for pre-norm base)"),
         "warmup_steps": Setting(16000, "appendix Table 7: deep models warmup 16k (8k for pre-norm base)"),
-        "max_tokens": Setting(4096, "sec. 4.1: 4096 tokens per GPU (deep: 8192 = 2 × 4096 accumulated)"),
+        "max_tokens": Setting(4096, DLCL_SCRIPT + ": batch_size=4096 tokens per GPU"),
+        "gradient_accumulation_steps": Setting(
+            2,
+            DLCL_SCRIPT
+            + ": update_freq=2 (8192 per GPU, appendix Table 7's deep batch; lr 2e-3 is tuned for it)",
+        ),
+        "save_strategy": Setting("epoch", "sec. 4.1: checkpoints 'saved at the end of an epoch'"),
         "max_grad_norm": Setting(0.0, _FAIRSEQ_SILENT + " (--clip-norm 0: no clipping)"),
         "label_smoothing": Setting(0.1, "sec. 4.1: label smoothing 0.1"),
         "dropout": Setting(0.1, "sec. 4.1: Transformer-Base residual dropout 0.1"),
@@ -133,7 +194,9 @@ RECIPES: dict[str, dict[str, Setting]] = {
         "num_beams": Setting(4, "sec. 4.1: beam 4 (En-De)"),
         "length_penalty": Setting(0.6, "sec. 4.1: length penalty 0.6 (En-De)"),
         "length_penalty_form": Setting("fairseq", "fairseq-py's --lenpen (len^α)"),
-        "average_last_checkpoints": Setting(5, "sec. 4.1: average of the last 5 (epoch) checkpoints"),
+        "average_last_checkpoints": Setting(
+            5, "sec. 4.1: the last 5 epoch checkpoints (" + DLCL_SCRIPT + ": --num-epoch-checkpoints 5)"
+        ),
         **_shared_embeddings("sec. 4.1: a shared source/target vocabulary (fairseq --share-all-embeddings)"),
     },
     "shared_layers": {
@@ -148,16 +211,26 @@ RECIPES: dict[str, dict[str, Setting]] = {
         ),
         "warmup_steps": Setting(16000, "sec. 5.1: warmup_steps 16000"),
         "max_tokens": Setting(8196, "sec. 5.1: 8196 tokens per GPU (sic)"),
+        "gradient_accumulation_steps": Setting(
+            1, "sec. 5.1: 8196 tokens per GPU on 8 GPUs, no accumulation stated"
+        ),
+        "save_strategy": Setting("epoch", "paper silent; fairseq's default: a checkpoint per epoch"),
         "max_grad_norm": Setting(0.0, _FAIRSEQ_SILENT + " (--clip-norm 0: no clipping)"),
         "label_smoothing": Setting(0.1, "sec. 5.1: label smoothing 0.1"),
         "dropout": Setting(0.1, "paper silent; fairseq Transformer-Base dropout 0.1"),
-        "attention_dropout": Setting(0.0, _FAIRSEQ_SILENT),
-        "activation_dropout": Setting(0.0, _FAIRSEQ_SILENT),
+        "attention_dropout": Setting(
+            0.1,
+            "sec. 5.1: the baseline is Wang et al. (2019)'s deep pre-norm Transformer (attention dropout 0.1)",
+        ),
+        "activation_dropout": Setting(
+            0.1, "sec. 5.1: the baseline is Wang et al. (2019)'s deep pre-norm Transformer (relu dropout 0.1)"
+        ),
         "num_beams": Setting(4, "sec. 5.1: beam size 4"),
         "length_penalty": Setting(0.6, "sec. 5.1: length penalty α 0.6"),
         "length_penalty_form": Setting("fairseq", "fairseq's --lenpen (len^α)"),
         "average_last_checkpoints": Setting(
-            5, "sec. 5.1 averages checkpoints (count not given); our choice: 5"
+            5,
+            "sec. 5.1 averages checkpoints (count not given); our choice: the last 5 epochs, as prenorm-dlcl",
         ),
         **_shared_embeddings("sec. 5.1: a 32k joint source/target BPE vocabulary"),
     },
@@ -173,6 +246,12 @@ RECIPES: dict[str, dict[str, Setting]] = {
         ),
         "warmup_steps": Setting(4000, "sec. 5 → Vaswani et al.: warmup 4000"),
         "max_tokens": Setting(4096, "sec. 5: batch size 4096 tokens per GPU"),
+        "gradient_accumulation_steps": Setting(
+            1, "sec. 5: 4096 tokens per GPU on 8 GPUs, no accumulation stated"
+        ),
+        "save_strategy": Setting(
+            "steps", "sec. 5 trains by steps (200K) → Vaswani et al.: a checkpoint every 10 min"
+        ),
         "max_grad_norm": Setting(0.0, "sec. 5 → Vaswani et al.: no clipping"),
         "label_smoothing": Setting(0.1, "sec. 5 → Vaswani et al.: label smoothing 0.1"),
         "dropout": Setting(0.1, "sec. 5 → Vaswani et al.: P_drop 0.1"),
@@ -180,7 +259,11 @@ RECIPES: dict[str, dict[str, Setting]] = {
         "activation_dropout": Setting(0.0, "sec. 5 → Vaswani et al.: residual dropout only"),
         "num_beams": Setting(4, "sec. 5 → Vaswani et al.: beam 4"),
         "length_penalty": Setting(0.6, "sec. 5 → Vaswani et al.: α 0.6"),
-        "length_penalty_form": Setting("gnmt", "Vaswani et al. (tensor2tensor): GNMT's ((5+len)/6)^α"),
+        "length_penalty_form": Setting(
+            "fairseq",
+            "no public code (github.com/bcmi220/ddnmt announced); fairseq's len^α as the other papers here: the GNMT "
+            "form was an inference and decodes short (bench/results/depth_multi30k.md: length ratio 0.90)",
+        ),
         "average_last_checkpoints": Setting(5, "sec. 5 → Vaswani et al.: base models average the last 5"),
         **_shared_embeddings("sec. 5 → Vaswani et al.: shared source-target BPE and embeddings"),
     },
@@ -205,6 +288,8 @@ RECIPES: dict[str, dict[str, Setting]] = {
         "length_penalty": Setting(1.0, "Transformers' GenerationConfig default"),
         "length_penalty_form": Setting("fairseq", "Transformers' len^α"),
         "average_last_checkpoints": Setting(None, "deep_nmt_hf's default: no averaging"),
+        "gradient_accumulation_steps": Setting(1, "deep_nmt_hf's default: no accumulation"),
+        "save_strategy": Setting("steps", "deep_nmt_hf's default: a checkpoint every save_steps"),
         **_shared_embeddings("MarianConfig's default: one shared embedding, tied output"),
     },
 }

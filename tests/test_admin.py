@@ -155,7 +155,7 @@ def test_profiling_is_progressive_like_a_step_by_step_recomputation(layers: tupl
     model = tiny_model(
         seed=4, residual_scaling="admin", encoder_layers=layers[0], decoder_layers=layers[1], dropout=0.1
     )
-    profiled = admin_profile(model, batch, seed=7)
+    profiled = admin_profile(model, batch, seed=7, positions="non_pad")  # the helper below reads real tokens
     expected = _stepwise_omegas(model, batch, seed=7)
     assert_omegas_close(profiled, expected, rel=1e-4)
     # the one-pass reading (every ω = 1 while recording) gives different values: the test can tell them apart
@@ -189,14 +189,60 @@ def test_profiling_is_progressive_like_a_step_by_step_recomputation(layers: tupl
             sublayer.recorder = None
 
 
-def test_profiling_ignores_padding() -> None:
+def test_non_pad_profiling_ignores_padding() -> None:
     model = tiny_model(seed=3, residual_scaling="admin")
     batch = profiling_batch()
-    reference = admin_profile(model, batch)
+    reference = admin_profile(model, batch, positions="non_pad")
     # change what sits in padded positions: the statistics must not move
     noisy = dict(batch)
     noisy["input_ids"] = batch["input_ids"].masked_fill(batch["attention_mask"] == 0, 7)
-    assert_omegas_close(admin_profile(model, noisy), reference, rel=1e-5)
+    assert_omegas_close(admin_profile(model, noisy, positions="non_pad"), reference, rel=1e-5)
+
+
+def test_default_profiling_counts_every_position_as_the_authors_code() -> None:
+    """Transformer-Clinic takes np.var of the whole flattened tensor: padded positions count, so padding the same
+    sentences further moves ω (and "non_pad" does not); an unknown reading is refused."""
+    model = tiny_model(seed=3, residual_scaling="admin")
+    batch = profiling_batch()
+    extra = 6  # six more padded positions on both sides
+    padded = {
+        "input_ids": torch.nn.functional.pad(batch["input_ids"], (0, extra), value=PAD),
+        "attention_mask": torch.nn.functional.pad(batch["attention_mask"], (0, extra), value=0),
+        "labels": torch.nn.functional.pad(batch["labels"], (0, extra), value=-100),
+    }
+    every = admin_profile(model, batch)
+    assert (
+        max(
+            abs(a / b - 1)
+            for a, b in zip(admin_profile(model, padded)["encoder"], every["encoder"], strict=True)
+        )
+        > 1e-3
+    )
+    real = admin_profile(model, batch, positions="non_pad")
+    assert_omegas_close(admin_profile(model, padded, positions="non_pad"), real, rel=1e-4)
+    with pytest.raises(ValueError, match="positions='pad'; valid: all, non_pad"):
+        admin_profile(model, batch, positions="pad")
+
+
+def test_callback_profiles_one_token_budget_batch(tmp_path) -> None:
+    """With max_tokens the profiling batch is the first batch of a TokenBudgetBatchSampler of that budget (the
+    authors' one batch of 8k tokens), whatever the Trainer's batch size."""
+    from deep_nmt_hf.batching import TokenBudgetBatchSampler, dataset_lengths
+
+    rows = _rows(0)
+    callback = AdminProfilingCallback(seed=5, max_tokens=40)
+    indices = callback.budget_batch(rows)
+    sampler = TokenBudgetBatchSampler(*dataset_lengths(rows), max_tokens=40, seed=5)
+    assert indices == next(iter(sampler)) and len(indices) > 1
+    assert len(indices) * max(len(rows[i]["input_ids"]) for i in indices) <= 40
+    model = tiny_model(residual_scaling="admin", encoder_layers=3)
+    callback.on_train_begin(
+        _Args(str(tmp_path)), _State(True), None, model=model, train_dataloader=_Loader(rows, _collate)
+    )
+    expected = admin_profile(
+        tiny_model(residual_scaling="admin", encoder_layers=3), _collate([rows[i] for i in indices]), seed=5
+    )
+    assert_omegas_close(callback.omegas, expected, rel=1e-5)
 
 
 def test_profiled_omega_survives_save_and_load(tmp_path) -> None:

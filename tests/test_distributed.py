@@ -125,7 +125,8 @@ def test_fsdp_config_on_a_cpu_only_machine_trains_as_ddp(
     equivalent to one process. So the config and launch path are tested here; sharding that really happens on
     CPU is `train --fsdp` (deep_nmt_hf/sharding.py), tested in tests/test_sharding.py."""
     out = tmp_path / "fsdp"
-    _launch("cpu_fsdp_2proc.yaml", _train_args(data_dir, out, 4), tmp_path)
+    # 2 processes × 2 pairs × --update-freq 2: the same 8 pairs per step (accumulation under DDP)
+    _launch("cpu_fsdp_2proc.yaml", _train_args(data_dir, out, 2, "--update-freq", "2"), tmp_path)
     record = json.loads((out / "metrics.json").read_text())
     assert record["hyperparameters"]["distributed_type"] == "MULTI_CPU"
     assert record["hyperparameters"]["world_size"] == 2

@@ -18,14 +18,25 @@ def add_parsers(commands: Any) -> dict[str, Any]:
         "average_checkpoints.py), written with the newest checkpoint's config, generation config and the "
         "tokenizer as a directory that from_pretrained, deep-nmt evaluate and translate load.",
         formatter_class=_HelpFormatter,
-        epilog="example:\n  deep-nmt average out/en-de --last 5 --output out/en-de-avg5",
+        epilog="examples:\n  deep-nmt average out/en-de --last 5 --output out/en-de-avg5\n"
+        "  deep-nmt average out/admin --last-epochs 10   # the last 10 checkpoint-*-epoch* (--save-strategy epoch)",
     )
     average.add_argument("run_dir", type=Path, help="a run directory holding checkpoint-* directories")
-    average.add_argument(
-        "--last", type=int, required=True, help="how many of the newest checkpoints to average"
+    which = average.add_mutually_exclusive_group(required=True)
+    which.add_argument(
+        "--last", type=int, metavar="N", help="average the N newest checkpoints (step or epoch)"
+    )
+    which.add_argument(
+        "--last-epochs",
+        type=int,
+        metavar="N",
+        help="average the N newest epoch checkpoints (checkpoint-STEP-epochE, written with --save-strategy epoch; "
+        "fairseq's --num-epoch-checkpoints N, as the papers' evaluation scripts)",
     )
     average.add_argument(
-        "--output", type=Path, help="new directory for the averaged model (default: RUN_DIR/averaged-last-N)"
+        "--output",
+        type=Path,
+        help="new directory for the averaged model (default: RUN_DIR/averaged-last-N[-epochs])",
     )
     return {"average": _cmd_average}
 
@@ -33,6 +44,8 @@ def add_parsers(commands: Any) -> dict[str, Any]:
 def _cmd_average(args: argparse.Namespace) -> int:
     from ..averaging import average_checkpoints
 
-    out = average_checkpoints(args.run_dir, args.last, args.output)
-    print(f"averaged the last {args.last} checkpoints of {args.run_dir} into {out}")
+    epochs = args.last_epochs is not None
+    last = args.last_epochs if epochs else args.last
+    out = average_checkpoints(args.run_dir, last, args.output, epochs=epochs)
+    print(f"averaged the last {last} {'epoch ' if epochs else ''}checkpoints of {args.run_dir} into {out}")
     return 0

@@ -48,3 +48,15 @@ CHOICE_VALUES: dict[str, tuple[str, ...]] = {
 def variant_names() -> list[str]:
     """Every value `--variant` accepts: model types, then short names."""
     return list(MODEL_TYPE_NAMES) + sorted(VARIANT_MODEL_TYPES)
+
+
+# `deep_nmt_hf.paper_presets.PRESETS`: each paper's headline setting, `deep-nmt train --preset NAME`
+PAPER_PRESET_NAMES: tuple[str, ...] = (
+    "admin-60-12-wmt14-en-fr",
+    "admin-60-12-wmt14-en-de",
+    "dsinit-matt-12-12-wmt14-en-de",
+    "dsinit-matt-20-20-wmt14-en-de",
+    "dlcl-30-6-wmt16-en-de",
+    "shared-layers-t4-enc20-dec4-wmt16-en-de",
+    "deep-decoder-27-27-wmt14-en-de",
+)

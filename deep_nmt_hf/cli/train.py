@@ -12,6 +12,7 @@ from typing import Any
 
 from .common import _add_data_flags, _choice_help, _data_source, _HelpFormatter, _print_scores, _variant_names
 from .preprocess import _add_data_path_flags
+from .schedule_flags import add_schedule_flags, preset_help, schedule_values
 
 # choice flags: exactly the config field names (validated by the config class, not by argparse)
 CHOICE_FLAGS = (
@@ -48,9 +49,7 @@ def _add_train_flags(parser: argparse.ArgumentParser) -> None:
         help=f"model type / preset config class (default: deep_nmt, or the recipe's); one of: "
         f"{', '.join(_variant_names())}",
     )
-    model.add_argument(
-        "--preset", help="a named shape preset of the variant (e.g. tiny, 6L-6L; see the config)"
-    )
+    model.add_argument("--preset", help=preset_help())
     model.add_argument("--d-model", type=int, help="model width d_model")
     model.add_argument("--encoder-layers", type=int, help="number of encoder layers")
     model.add_argument("--decoder-layers", type=int, help="number of decoder layers")
@@ -99,7 +98,9 @@ def _add_train_flags(parser: argparse.ArgumentParser) -> None:
     run = parser.add_argument_group("training")
     run.add_argument("--max-steps", type=int, default=-1, help="optimizer steps (> 0 overrides --epochs)")
     run.add_argument(
-        "--epochs", type=float, default=10.0, help="training epochs (when --max-steps is not set)"
+        "--epochs",
+        type=float,
+        help="training epochs when --max-steps is not set (default: 10, or the preset's)",
     )
     run.add_argument("--batch-size", type=int, default=32, help="sentence pairs per training batch")
     run.add_argument(
@@ -143,6 +144,7 @@ def _add_train_flags(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help="final model = average of the last N checkpoints (default: none, or the recipe's)",
     )
+    add_schedule_flags(run)
     run.add_argument(
         "--eval-steps", type=int, help="evaluate (beam search, BLEU) every N steps (default: at end)"
     )
@@ -306,10 +308,11 @@ def _cmd_train(args: argparse.Namespace) -> int:
         length_penalty_form=args.length_penalty_form,
         average_last_checkpoints=args.average_last_checkpoints,
     )
-    # flags left unset take the recipe's value, then TrainingOptions' default
+    recipe, scheduled, preset_config = schedule_values(args)  # a paper preset's values under the flags
+    # flags left unset take the preset's, then the recipe's value, then TrainingOptions' default
     options = TrainingOptions.from_recipe(
-        args.recipe,
-        **{key: value for key, value in explicit.items() if value is not None},
+        recipe,
+        **{**scheduled, **{key: value for key, value in explicit.items() if value is not None}},
         output_dir=str(args.output_dir),
         data_source=_data_source(args),
         src_lang=args.src_lang,
@@ -317,7 +320,6 @@ def _cmd_train(args: argparse.Namespace) -> int:
         train_split=args.train_split,
         valid_split=args.valid_split,
         test_split=args.test_split,
-        preset=args.preset,
         tokenizer_dir=str(args.tokenizer) if args.tokenizer else None,
         vocab_size=args.vocab_size,
         max_source_length=args.max_source_length,
@@ -325,7 +327,6 @@ def _cmd_train(args: argparse.Namespace) -> int:
         batch_size=args.batch_size,
         eval_batch_size=args.eval_batch_size,
         max_steps=args.max_steps,
-        num_train_epochs=args.epochs,
         eval_steps=args.eval_steps,
         save_steps=args.save_steps,
         save_total_limit=args.save_total_limit,
@@ -352,7 +353,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
         shuffle_buffer_size=args.shuffle_buffer_size,
     )
     with contextlib.redirect_stdout(sys.stderr):  # Trainer logs go to stderr; stdout carries only the result
-        record = train(options, _config_overrides(args))
+        record = train(options, {**preset_config, **_config_overrides(args)})
     if "process_index" in record:  # a non-zero rank of a multi-process run: rank 0 reports
         return 0
     if args.json:

@@ -54,6 +54,20 @@ class DivergenceCallback(TrainerCallback):
         self._count = 0
         self._bad = 0
 
+    def error(self, last_good: Any) -> TrainingDivergedError:
+        """The error that ends a diverged run, naming the last good checkpoint (`last_good`, or None)."""
+        step, loss = self.diverged_at or (None, None)
+        kept = (
+            f"the last good checkpoint is {last_good} (kept; continue with --resume, e.g. after lowering the "
+            "learning rate)"
+            if last_good
+            else "no checkpoint was written before it"
+        )
+        return TrainingDivergedError(
+            f"training diverged at step {step}: {self.reason} (loss={loss}); {kept}; try a lower "
+            "learning rate, more warmup, pre-LN or a residual-scaling variant"
+        )
+
     def observe(self, loss: torch.Tensor) -> bool:
         """Record one training micro-batch's loss; True when that batch must be skipped (zero gradient)."""
         value = float(loss.detach().float())

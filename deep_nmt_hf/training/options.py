@@ -50,6 +50,13 @@ class TrainingOptions:
     len^α, "gnmt" = ((5+len)/6)^α) saved in generation_config.json with `num_beams`;
     `average_last_checkpoints` N: the final model is the average of the last N checkpoints (if that many were
     written; `save_total_limit` is raised to N). `recipe` names the recipe the values came from (recorded).
+
+    `gradient_accumulation_steps` (fairseq's ``--update-freq``): one optimizer step accumulates that many
+    micro-batches (sentence or token-budget batches), so a step sees N × the per-process batch; the loss is the
+    token mean over all of them (`DeepNMTTrainer`). `save_strategy` "steps" writes ``checkpoint-<step>`` every
+    `save_steps`; "epoch" writes ``checkpoint-<step>-epoch<E>`` at the end of every epoch (fairseq's
+    ``checkpoint<E>.pt``), and `average_last_checkpoints` then averages the last N epochs, as the papers do.
+    `admin_profile_tokens` / `admin_profile_positions` choose ADMIN's profiling batch (`admin.py`).
     """
 
     output_dir: str
@@ -109,6 +116,10 @@ class TrainingOptions:
     length_penalty: float = 1.0
     length_penalty_form: str = "fairseq"
     average_last_checkpoints: int | None = None
+    gradient_accumulation_steps: int = 1
+    save_strategy: str = "steps"
+    admin_profile_tokens: int | None = 8192
+    admin_profile_positions: str = "all"
 
     @classmethod
     def from_recipe(cls, recipe: str | None, **explicit: Any) -> TrainingOptions:
@@ -156,7 +167,8 @@ class TrainingOptions:
             )
         if self.max_grad_norm < 0:
             raise ValueError(f"max_grad_norm={self.max_grad_norm} must be >= 0 (0: no clipping)")
-        for name in ("max_tokens", "average_last_checkpoints"):
+        check_schedule(self)
+        for name in ("max_tokens", "average_last_checkpoints", "admin_profile_tokens"):
             value = getattr(self, name)
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
                 raise ValueError(f"{name}={value!r} must be a positive integer (or None)")
@@ -189,6 +201,26 @@ class TrainingOptions:
                 f"skip_nonfinite_batches={self.skip_nonfinite_batches} is not available with fsdp=True (a skipped "
                 "batch would leave the other ranks waiting in FSDP's gradient reduce-scatter); use 0"
             )
+
+
+SAVE_STRATEGIES = ("steps", "epoch")
+
+
+def check_schedule(options: TrainingOptions) -> None:
+    """Validate gradient accumulation, the checkpoint strategy and ADMIN's profiling choices."""
+    from ..admin import PROFILE_POSITIONS
+
+    value = options.gradient_accumulation_steps
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(
+            f"gradient_accumulation_steps={value!r} (--update-freq) must be a positive integer (1: no accumulation)"
+        )
+    if options.save_strategy not in SAVE_STRATEGIES:
+        raise ValueError(f"save_strategy={options.save_strategy!r}; valid: {', '.join(SAVE_STRATEGIES)}")
+    if options.admin_profile_positions not in PROFILE_POSITIONS:
+        raise ValueError(
+            f"admin_profile_positions={options.admin_profile_positions!r}; valid: {', '.join(PROFILE_POSITIONS)}"
+        )
 
 
 def nmt_recipe(

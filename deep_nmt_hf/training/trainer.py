@@ -17,6 +17,7 @@ from transformers.trainer import OPTIMIZER_NAME, SCHEDULER_NAME
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, rotate_checkpoints
 
 from ..atomic import apply_umask_modes
+from ..averaging import checkpoint_name
 from ..pipeline_shipping import ship_translation_pipeline
 from ..sharding import (
     full_optimizer_state_dict,
@@ -46,6 +47,12 @@ class DeepNMTTrainer(Seq2SeqTrainer):
     - Checkpoints are written into ``<output_dir>/.saving/checkpoint-N`` and renamed to
       ``<output_dir>/checkpoint-N`` only when every file (and every rank's RNG state) is written, so a crash
       mid-save never leaves a ``checkpoint-N`` that `--resume` or `from_pretrained` would take for complete.
+      With ``save_strategy="epoch"`` the name also says the epoch it closes: ``checkpoint-N-epochE``
+      (`averaging.checkpoint_name`; fairseq's ``checkpointE.pt``), which `average --last-epochs` reads.
+    - Gradient accumulation (``gradient_accumulation_steps``, fairseq's ``--update-freq``) needs nothing more: the
+      Trainer counts the target tokens of all accumulated micro-batches (of every rank) into `num_items_in_batch`,
+      and the loss scaling below divides each micro-batch's token sum by that total, as fairseq divides the summed
+      loss of its ``update_freq`` batches by their total tokens.
     - `optimizer_cls_and_kwargs` (`optimizers.optimizer_cls_and_kwargs`): Adam / AdamW / RAdam with β's and ε.
     - `max_tokens` (fairseq's ``--max-tokens``): the training batches come from `batching.TokenBudgetBatchSampler`
       (padded source and target size ≤ max_tokens per process; every rank its own batches, reproducible from
@@ -246,7 +253,7 @@ class DeepNMTTrainer(Seq2SeqTrainer):
             self._saving_into = None
         self.accelerator.wait_for_everyone()  # every rank has written its part (RNG state, shards)
         if self.args.should_save:
-            target = run_dir / name
+            target = run_dir / checkpoint_name(self.state.global_step, self._epoch_of_save())
             if target.exists():
                 shutil.rmtree(target)
             apply_umask_modes(scratch / name)  # safetensors writes 0600 files whatever the umask
@@ -260,6 +267,12 @@ class DeepNMTTrainer(Seq2SeqTrainer):
                 use_mtime=True,
             )
         self.accelerator.wait_for_everyone()
+
+    def _epoch_of_save(self) -> int | None:
+        """The epoch a checkpoint written now closes (save_strategy "epoch"), else None."""
+        if str(getattr(self.args.save_strategy, "value", self.args.save_strategy)) != "epoch":
+            return None
+        return int(round(self.state.epoch or 0))
 
     def _issue_warnings_after_load(self, load_result: Any) -> None:
         """A checkpoint of a tied head holds the shared embedding once (save_pretrained drops the tied

@@ -1,0 +1,95 @@
+"""`deep-nmt train`'s flags for how the authors ran their recipes: gradient accumulation, epoch checkpoints and
+their averaging, ADMIN's profiling batch, and the papers' headline presets (`--preset NAME`).
+
+Imports only the standard library and `names` at module level (the light launcher parses these without torch).
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from .names import PAPER_PRESET_NAMES
+
+DEFAULT_EPOCHS = 10.0
+
+
+def add_schedule_flags(run: Any) -> None:
+    """The flags on the parser's "training" group."""
+    run.add_argument(
+        "--update-freq",
+        dest="gradient_accumulation_steps",
+        type=int,
+        metavar="N",
+        help="accumulate N batches per optimizer step (fairseq's --update-freq; works with --max-tokens, DDP and "
+        "--fsdp): a step sees N x the per-process batch, the loss is the token mean over all of them (default: 1, "
+        "or the recipe's)",
+    )
+    run.add_argument(
+        "--save-strategy",
+        choices=("steps", "epoch"),
+        help="steps: checkpoint-STEP every --save-steps; epoch: checkpoint-STEP-epochE at every epoch's end, as "
+        "fairseq's checkpointE.pt (default: steps, or the recipe's)",
+    )
+    run.add_argument(
+        "--average-last-epochs",
+        type=int,
+        metavar="N",
+        help="final model = average of the last N epoch checkpoints (sets --save-strategy epoch; fairseq's "
+        "--num-epoch-checkpoints N, as the papers' evaluation scripts)",
+    )
+    run.add_argument(
+        "--admin-profile-tokens",
+        type=int,
+        metavar="N",
+        help="ADMIN profiles ω on one batch of N tokens (footnote 5: 8k; default 8192); 0 = the first global "
+        "sentence batch",
+    )
+    run.add_argument(
+        "--admin-profile-positions",
+        choices=("all", "non_pad"),
+        help="ADMIN's profiling variances over every position, padding included (all: the authors' code, the "
+        "default) or over real tokens only (non_pad)",
+    )
+
+
+def preset_help() -> str:
+    """The --preset help: shape presets and the papers' headline presets."""
+    return (
+        "a named shape preset of the variant (e.g. tiny, 6L-6L; see the config), or a paper's headline setting "
+        "(shape + recipe + batch, update_freq, epochs, averaging; explicit flags win): "
+        + ", ".join(PAPER_PRESET_NAMES)
+    )
+
+
+def schedule_values(args: argparse.Namespace) -> tuple[str | None, dict[str, Any], dict[str, Any]]:
+    """(recipe, TrainingOptions fields, config fields) from --preset (a paper preset) and the flags above: the
+    preset's values under the explicit ones. Raises ValueError on contradicting flags."""
+    recipe, options, config = args.recipe, {}, {}
+    if args.preset in PAPER_PRESET_NAMES:
+        from ..paper_presets import preset_values
+
+        preset_recipe, options, config = preset_values(args.preset)
+        recipe = recipe or preset_recipe
+    else:
+        options["preset"] = args.preset
+    explicit = {
+        "gradient_accumulation_steps": args.gradient_accumulation_steps,
+        "save_strategy": args.save_strategy,
+        "admin_profile_positions": args.admin_profile_positions,
+        "num_train_epochs": args.epochs,
+    }
+    if args.admin_profile_tokens is not None:
+        explicit["admin_profile_tokens"] = args.admin_profile_tokens or None
+    if args.average_last_epochs is not None:
+        if args.average_last_checkpoints is not None:
+            raise ValueError(
+                "--average-last-epochs and --average-last-checkpoints both given: choose one (epochs averages "
+                "checkpoint-*-epoch* written with --save-strategy epoch)"
+            )
+        if args.save_strategy == "steps":
+            raise ValueError("--average-last-epochs needs --save-strategy epoch (or no --save-strategy)")
+        explicit.update(save_strategy="epoch", average_last_checkpoints=args.average_last_epochs)
+    options.update({key: value for key, value in explicit.items() if value is not None})
+    options.setdefault("num_train_epochs", DEFAULT_EPOCHS)
+    return recipe, options, config
