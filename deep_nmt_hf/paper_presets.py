@@ -47,6 +47,34 @@ class PaperPreset:
 
 SACREBLEU_ADMIN = "BLEU+case.mixed+lang.{pair}+numrefs.1+smooth.exp+test.wmt14+tok.13a+version.1.2.10"
 
+
+def _dsinit_matt(depth: int, table_row: int, reported: str) -> PaperPreset:
+    """The DS-Init + MAtt preset at `depth` layers per side: Table 3 row `table_row` of the paper."""
+    return PaperPreset(
+        paper="dsinit-merged-attention",
+        recipe="dsinit_matt",
+        shape=f"{depth}L-{depth}L",
+        processes=Setting(DSINIT_PROCESSES, "paper silent; our choice (recipes.DSINIT_PROCESSES)"),
+        options={
+            "max_tokens": Setting(
+                budget_for_target_tokens(DSINIT_TARGET_TOKENS[depth], DSINIT_PROCESSES),
+                f"Table 3 row {table_row}: bs = {DSINIT_TARGET_TOKENS[depth] // 1000}K target tokens per update, "
+                "converted (recipes.budget_for_target_tokens)",
+            ),
+            "max_steps": Setting(300_000, "sec. 5.1: 300K maximum steps"),
+            "save_steps": Setting(5000, "paper silent; bzhangGo/zero run.py save_freq=5000"),
+        },
+        src_lang="en",
+        tgt_lang="de",
+        data="WMT14 En-De as Vaswani et al. (2017) (separate 32K BPE per side in the paper; ours is joint)",
+        vocab_size=Setting(32000, "our choice: joint BPE of the usual 32K (the paper's are per side)"),
+        valid="newstest2013",
+        test="newstest2014 (the filtered 2737 pairs, footnote 4)",
+        reported=f"{reported} (Table 3 row {table_row})",
+        signature="BLEU+c.mixed+#.1+s.exp+tok.13a+v.1.2.20 (footnote 5)",
+    )
+
+
 PRESETS: dict[str, PaperPreset] = {
     "admin-60-12-wmt14-en-fr": PaperPreset(
         paper="admin-very-deep-transformers-nmt",
@@ -92,50 +120,8 @@ PRESETS: dict[str, PaperPreset] = {
         reported="30.1 BLEU (multi-bleu.perl), 29.5 sacreBLEU (Tables 1-2)",
         signature=SACREBLEU_ADMIN.format(pair="en-de") + " (sec. 4: tok.13a+version.1.2.10)",
     ),
-    "dsinit-matt-12-12-wmt14-en-de": PaperPreset(
-        paper="dsinit-merged-attention",
-        recipe="dsinit_matt",
-        shape="12L-12L",
-        processes=Setting(DSINIT_PROCESSES, "paper silent; our choice (recipes.DSINIT_PROCESSES)"),
-        options={
-            "max_tokens": Setting(
-                budget_for_target_tokens(DSINIT_TARGET_TOKENS[12], DSINIT_PROCESSES),
-                "Table 3 row 13: bs = 40K target tokens per update, converted (recipes.budget_for_target_tokens)",
-            ),
-            "max_steps": Setting(300_000, "sec. 5.1: 300K maximum steps"),
-            "save_steps": Setting(5000, "paper silent; bzhangGo/zero run.py save_freq=5000"),
-        },
-        src_lang="en",
-        tgt_lang="de",
-        data="WMT14 En-De as Vaswani et al. (2017) (separate 32K BPE per side in the paper; ours is joint)",
-        vocab_size=Setting(32000, "our choice: joint BPE of the usual 32K (the paper's are per side)"),
-        valid="newstest2013",
-        test="newstest2014 (the filtered 2737 pairs, footnote 4)",
-        reported="28.55 BLEU (tokenized), 27.9 sacreBLEU (Table 3 row 13)",
-        signature="BLEU+c.mixed+#.1+s.exp+tok.13a+v.1.2.20 (footnote 5)",
-    ),
-    "dsinit-matt-20-20-wmt14-en-de": PaperPreset(
-        paper="dsinit-merged-attention",
-        recipe="dsinit_matt",
-        shape="20L-20L",
-        processes=Setting(DSINIT_PROCESSES, "paper silent; our choice (recipes.DSINIT_PROCESSES)"),
-        options={
-            "max_tokens": Setting(
-                budget_for_target_tokens(DSINIT_TARGET_TOKENS[20], DSINIT_PROCESSES),
-                "Table 3 row 16: bs = 44K target tokens per update, converted (recipes.budget_for_target_tokens)",
-            ),
-            "max_steps": Setting(300_000, "sec. 5.1: 300K maximum steps"),
-            "save_steps": Setting(5000, "paper silent; bzhangGo/zero run.py save_freq=5000"),
-        },
-        src_lang="en",
-        tgt_lang="de",
-        data="WMT14 En-De as Vaswani et al. (2017) (separate 32K BPE per side in the paper; ours is joint)",
-        vocab_size=Setting(32000, "our choice: joint BPE of the usual 32K (the paper's are per side)"),
-        valid="newstest2013",
-        test="newstest2014 (the filtered 2737 pairs, footnote 4)",
-        reported="28.67 BLEU (tokenized), 28.0 sacreBLEU (Table 3 row 16)",
-        signature="BLEU+c.mixed+#.1+s.exp+tok.13a+v.1.2.20 (footnote 5)",
-    ),
+    "dsinit-matt-12-12-wmt14-en-de": _dsinit_matt(12, 13, "28.55 BLEU (tokenized), 27.9 sacreBLEU"),
+    "dsinit-matt-20-20-wmt14-en-de": _dsinit_matt(20, 16, "28.67 BLEU (tokenized), 28.0 sacreBLEU"),
     "dlcl-30-6-wmt16-en-de": PaperPreset(
         paper="prenorm-dlcl",
         recipe="dlcl",
