@@ -220,10 +220,13 @@ RECIPES: dict[str, dict[str, Setting]] = {
         "dropout": Setting(0.1, "paper silent; fairseq Transformer-Base dropout 0.1"),
         "attention_dropout": Setting(
             0.1,
-            "sec. 5.1: the baseline is Wang et al. (2019)'s deep pre-norm Transformer (attention dropout 0.1)",
+            "sec. 5.1: the baseline is Wang et al. (2019)'s deep pre-norm Transformer; wangqiangneu/dlcl "
+            "simple_dlcl_transformer.py, dlcl_transformer_prenorm_wmt_en_de: attention_dropout 0.1",
         ),
         "activation_dropout": Setting(
-            0.1, "sec. 5.1: the baseline is Wang et al. (2019)'s deep pre-norm Transformer (relu dropout 0.1)"
+            0.1,
+            "sec. 5.1: the baseline is Wang et al. (2019)'s deep pre-norm Transformer; wangqiangneu/dlcl "
+            "simple_dlcl_transformer.py, dlcl_transformer_prenorm_wmt_en_de: relu_dropout 0.1",
         ),
         "num_beams": Setting(4, "sec. 5.1: beam size 4"),
         "length_penalty": Setting(0.6, "sec. 5.1: length penalty α 0.6"),
