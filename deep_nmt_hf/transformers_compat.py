@@ -6,6 +6,9 @@ Our model classes do what Transformers' own models do: their `forward` takes `ca
 `deprecate_kwarg` renames the old keyword to it. Outputs are Transformers' own output classes, built with the field
 name the installed release declares (`CACHE_FIELD`).
 
+`TrainingArguments`' checkpointing switch is `activation_checkpointing` in recent releases and
+`gradient_checkpointing` (now a deprecated alias) in 5.10: `checkpointing_argument` names the installed one.
+
 This module ships with saved checkpoints (`trust_remote_code`): it imports only transformers.
 """
 
@@ -44,4 +47,13 @@ def with_cache(cache: Any) -> dict[str, Any]:
     return {CACHE_FIELD: cache}
 
 
-__all__ = ["CACHE_FIELD", "OLD_CACHE_NAME", "cache_of", "takes_cache", "with_cache"]
+def checkpointing_argument() -> str:
+    """The `TrainingArguments` field that turns on activation (gradient) checkpointing: `activation_checkpointing`
+    in recent releases, `gradient_checkpointing` before (5.10), where the new name is unknown."""
+    from transformers import TrainingArguments
+
+    fields = TrainingArguments.__dataclass_fields__
+    return "activation_checkpointing" if "activation_checkpointing" in fields else "gradient_checkpointing"
+
+
+__all__ = ["CACHE_FIELD", "OLD_CACHE_NAME", "cache_of", "checkpointing_argument", "takes_cache", "with_cache"]

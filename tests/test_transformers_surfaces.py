@@ -53,6 +53,17 @@ def test_deprecate_kwarg_renames_the_old_cache_name() -> None:
     assert "cache" in parameters(forward)  # generate validates model kwargs against the signature
 
 
+def test_training_arguments_checkpointing_switch() -> None:
+    """transformers_compat.checkpointing_argument: the TrainingArguments field that turns on checkpointing."""
+    from transformers import Seq2SeqTrainingArguments
+
+    from deep_nmt_hf.transformers_compat import checkpointing_argument
+
+    name = checkpointing_argument()
+    args = Seq2SeqTrainingArguments(output_dir="unused", use_cpu=True, report_to="none", **{name: True})
+    assert getattr(args, name) is True
+
+
 def test_gradient_checkpointing_layer_wraps_forward() -> None:
     """transformers.modeling_layers.GradientCheckpointingLayer (our encoder / decoder layers)."""
     from transformers.modeling_layers import GradientCheckpointingLayer

@@ -10,6 +10,7 @@ from transformers import Seq2SeqTrainingArguments, TrainerCallback
 
 from ..admin import AdminProfilingCallback
 from ..configuration_deep_nmt import DeepNMTConfig
+from ..transformers_compat import checkpointing_argument
 from .divergence import DivergenceCallback
 from .options import TrainingOptions, nmt_recipe
 
@@ -36,7 +37,7 @@ def training_arguments(
         ),
         max_steps=options.max_steps,
         num_train_epochs=options.num_train_epochs,
-        activation_checkpointing=options.gradient_checkpointing,  # 4.x: gradient_checkpointing
+        **{checkpointing_argument(): options.gradient_checkpointing},
         eval_strategy="steps" if evaluate_during else "no",
         eval_steps=options.eval_steps if evaluate_during else None,
         save_strategy="epoch" if by_epoch else "steps",
