@@ -77,7 +77,7 @@ def window_mask(size: int, window: int) -> torch.Tensor:
     allowed = cols <= rows
     if window > 0:
         allowed &= cols > rows - window
-    return allowed.float()
+    return allowed.to(torch.get_default_dtype())  # the model's dtype: a bf16 load builds it in bf16
 
 
 class LayerAggregation(nn.Module):

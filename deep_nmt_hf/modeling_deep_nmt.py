@@ -90,7 +90,9 @@ class SinusoidalPositions(nn.Module):
     def __init__(self, num_positions: int, dim: int) -> None:
         super().__init__()
         self.num_positions = num_positions
-        self.register_buffer("weight", sinusoidal_table(num_positions, dim), persistent=False)
+        # the model's dtype (a bf16 load builds in bf16), computed in float64 and rounded once
+        table = sinusoidal_table(num_positions, dim).to(torch.get_default_dtype())
+        self.register_buffer("weight", table, persistent=False)
 
     def forward(self, seq_len: int, offset: int | torch.Tensor = 0) -> torch.Tensor:
         """Rows offset .. offset + seq_len - 1; `offset` may be a 0-d tensor (a static cache's fill level), then
@@ -729,6 +731,11 @@ class DeepNMTModel(DeepNMTPreTrainedModel):
     def get_decoder(self) -> DeepNMTDecoder:
         return self.decoder
 
+    def set_target_embeddings(self, value: nn.Embedding) -> None:
+        """Replace the decoder's own target embedding (`share_encoder_decoder_embeddings=False`)."""
+        self.decoder_embed_tokens = value
+        self.decoder.set_embed_tokens(value)
+
     @takes_cache
     def forward(
         self,
@@ -848,6 +855,21 @@ class DeepNMTForConditionalGeneration(DeepNMTPreTrainedModel, GenerationMixin):
 
     def get_decoder(self) -> DeepNMTDecoder:
         return self.model.decoder
+
+    def _resize_token_embeddings(
+        self, new_num_tokens: int | None, pad_to_multiple_of: int | None = None, mean_resizing: bool = True
+    ) -> nn.Embedding:
+        """Transformers' resize (the shared embedding and the output projection), plus the decoder's own target
+        embedding when `share_encoder_decoder_embeddings=False`; `resize_token_embeddings` then re-ties."""
+        embeddings = super()._resize_token_embeddings(new_num_tokens, pad_to_multiple_of, mean_resizing)
+        target = self.model.decoder_embed_tokens
+        if target is not None and target.num_embeddings != embeddings.num_embeddings:
+            resized = self._get_resized_embeddings(
+                target, embeddings.num_embeddings, mean_resizing=mean_resizing
+            )
+            resized.requires_grad_(target.weight.requires_grad)
+            self.model.set_target_embeddings(resized)
+        return embeddings
 
     def prepare_decoder_input_ids_from_labels(self, labels: torch.Tensor) -> torch.Tensor:
         return shift_tokens_right(labels, self.config.pad_token_id, self.config.decoder_start_token_id)

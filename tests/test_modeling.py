@@ -221,3 +221,28 @@ def test_marian_layout_defaults() -> None:
     config = DeepNMTConfig(vocab_size=100)
     assert (config.pad_token_id, config.decoder_start_token_id, config.eos_token_id) == (99, 99, 0)
     assert MarianConfig().decoder_start_token_id == MarianConfig().pad_token_id  # the convention we follow
+
+
+@pytest.mark.parametrize("variant", ["dlcl", "admin"])
+def test_a_bf16_load_keeps_every_parameter_and_buffer_in_bf16(variant: str, tmp_path) -> None:
+    """`from_pretrained(..., dtype=torch.bfloat16)`: the sinusoidal table (a buffer rebuilt on load) and every
+    other floating tensor are bf16, so no forward casts a float32 table; its rows are the float64 table rounded
+    once. DLCL and ADMIN carry the extra buffers and parameters (aggregation mask, ω)."""
+    from factories import variant_model
+
+    variant_model(variant, seed=5).save_pretrained(tmp_path)
+    model = AutoModelForSeq2SeqLM.from_pretrained(tmp_path, dtype=torch.bfloat16)
+    floating = [t for t in [*model.parameters(), *model.buffers()] if t.is_floating_point()]
+    assert floating and all(t.dtype == torch.bfloat16 for t in floating)
+    table = model.model.encoder.embed_positions.weight
+    expected = torch.cat([torch.sin(angles := positions_by_frequency(table.shape)), torch.cos(angles)], dim=1)
+    assert torch.equal(table, expected.to(torch.bfloat16))
+    ids, mask = padded_batch([5, 3])
+    assert model(input_ids=ids, attention_mask=mask, decoder_input_ids=ids).logits.dtype == torch.bfloat16
+
+
+def positions_by_frequency(shape: tuple[int, int]) -> torch.Tensor:
+    """p · 10000^(-2i/d) in float64, (positions, d/2)."""
+    positions, dim = shape
+    exponents = 2 * torch.arange(dim // 2, dtype=torch.float64) / dim
+    return torch.arange(positions, dtype=torch.float64)[:, None] / 10000.0**exponents

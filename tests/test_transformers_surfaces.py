@@ -160,6 +160,19 @@ def test_trainer_names_and_private_methods_we_override() -> None:
         assert expected <= parameters(method), f"Trainer.{name}{inspect.signature(method)}"
 
 
+def test_embedding_resize_internals() -> None:
+    """PreTrainedModel._resize_token_embeddings (we extend it to the decoder's own target embedding) and
+    _get_resized_embeddings (which resizes it as Transformers resizes the shared one)."""
+    from transformers import PreTrainedModel
+
+    assert {"new_num_tokens", "pad_to_multiple_of", "mean_resizing"} <= parameters(
+        PreTrainedModel._resize_token_embeddings
+    )
+    assert {"old_embeddings", "new_num_tokens", "mean_resizing"} <= parameters(
+        PreTrainedModel._get_resized_embeddings
+    )
+
+
 def test_tied_weights_keys_as_a_mapping() -> None:
     """PreTrainedModel._tied_weights_keys as {target: source} and all_tied_weights_keys (checkpoint averaging)."""
     model = tiny_model(seed=3)

@@ -53,3 +53,23 @@ def test_separate_target_embedding_with_pre_ln_says_why_it_cannot_fold() -> None
         NotFoldableError, match="share_encoder_decoder_embeddings=False with layer_norm_position='pre'"
     ):
         fold_to_stock(model)
+
+
+@pytest.mark.parametrize(("share", "tie"), [(False, True), (False, False), (True, True)])
+def test_resize_token_embeddings_resizes_every_embedding_and_keeps_the_ties(share: bool, tie: bool) -> None:
+    """`resize_token_embeddings` grows the shared, the decoder's own target embedding and the output projection
+    together (they all index the one vocabulary), keeps the ties, leaves the old rows and translates new ids."""
+    model = tiny_model(seed=4, share_encoder_decoder_embeddings=share, tie_word_embeddings=tie)
+    before = logits(model)
+    old = model.config.vocab_size
+    model.resize_token_embeddings(old + 5)
+    base = model.model
+    embeddings = [base.shared, base.decoder.embed_tokens, base.encoder.embed_tokens]
+    assert {e.num_embeddings for e in embeddings} == {old + 5} == {model.lm_head.out_features}
+    assert model.config.vocab_size == old + 5 and base.decoder.embed_tokens is (
+        base.decoder_embed_tokens or base.shared
+    )
+    assert same(model.lm_head.weight, base.decoder.embed_tokens.weight) == tie
+    torch.testing.assert_close(logits(model)[..., :old], before, atol=1e-5, rtol=1e-5)
+    ids = torch.tensor([[old + 4, 3, 0]])
+    assert model(input_ids=ids, decoder_input_ids=ids).logits.shape == (1, 3, old + 5)
