@@ -132,19 +132,15 @@ class TokenBudgetBatchSampler(Sampler[list[int]]):
             new_src, new_tgt = max(longest_src, src), max(longest_tgt, tgt)
             full = self.max_sentences is not None and size > self.max_sentences
             while size > 1 and (full or size * new_src > self.max_tokens or size * new_tgt > self.max_tokens):
-                held = (
-                    size - 1
-                )  # fairseq's mod_len: a multiple of `multiple`, the rest goes to the next batch
+                # fairseq's mod_len: the batch holds a multiple of `multiple`, the rest goes to the next batch (a
+                # carried rest that still overflows with this example is cut again, kept whole)
+                held = size - 1
                 keep = max(multiple * (held // multiple), held % multiple)
                 batches.append(order[start : start + keep])
-                start += (
-                    keep  # a carried rest that still overflows with this example is cut again (kept whole)
-                )
+                start += keep
                 size = position - start + 1
-                new_src, new_tgt = (
-                    int(src_of[start : position + 1].max()),
-                    int(tgt_of[start : position + 1].max()),
-                )
+                new_src = int(src_of[start : position + 1].max())
+                new_tgt = int(tgt_of[start : position + 1].max())
                 full = self.max_sentences is not None and size > self.max_sentences
             longest_src, longest_tgt = new_src, new_tgt
         batches.append(order[start:])

@@ -230,6 +230,11 @@ def _stock_state_dict(model: PreTrainedModel) -> dict[str, torch.Tensor]:
     return {k: v.detach().clone() for k, v in state.items()}
 
 
+def stock_class(config) -> type[PreTrainedModel]:
+    """The stock class a foldable config folds into: Pegasus for pre-LN, Marian for post-LN."""
+    return PegasusForConditionalGeneration if config.layer_norm_position == "pre" else MarianMTModel
+
+
 def probe_batch(config, batch_size: int = 4, seed: int = 0) -> dict[str, torch.Tensor]:
     """Random source sentences of different lengths (right-padded) for the fold check."""
     generator = torch.Generator().manual_seed(seed)
@@ -276,7 +281,7 @@ def fold_to_stock(
         model = unroll(model)
         config = model.config
     folded = fold_residual_scales(model)
-    stock_cls = PegasusForConditionalGeneration if config.layer_norm_position == "pre" else MarianMTModel
+    stock_cls = stock_class(config)
     stock = stock_cls(stock_config(config)).eval()
     missing, unexpected = stock.load_state_dict(_stock_state_dict(folded), strict=False)
     allowed_missing = {

@@ -476,13 +476,13 @@ def transformers_range() -> dict[str, str]:
 
 def _foldable_into(config: Any) -> str | None:
     """The stock class a model of this config folds into (no custom code), or None if it does not fold."""
-    from .folding import NotFoldableError, check_foldable
+    from .folding import NotFoldableError, check_foldable, stock_class
 
     try:
         check_foldable(config)
     except NotFoldableError:
         return None
-    return "PegasusForConditionalGeneration" if config.layer_norm_position == "pre" else "MarianMTModel"
+    return stock_class(config).__name__
 
 
 def _recipe_rows(recipe: dict[str, Any] | None) -> dict[str, Any] | None:
