@@ -132,6 +132,22 @@ def test_removed_tasks_and_the_pipeline_registry() -> None:
     assert "translation" in PIPELINE_REGISTRY.supported_tasks
 
 
+def test_pipeline_registration_record_and_relative_imports() -> None:
+    """Pipeline._registered_impl (the registration pipeline_shipping writes into config.json's custom_pipelines)
+    and dynamic_module_utils.get_relative_import_files (the sibling modules shipped with it)."""
+    from transformers.dynamic_module_utils import get_relative_import_files
+
+    from deep_nmt_hf.pipeline_shipping import custom_pipelines_entry
+    from deep_nmt_hf.translation_pipeline import TranslationPipeline
+
+    entry = custom_pipelines_entry()["translation"]
+    assert entry["impl"] == "translation_pipeline.TranslationPipeline" and entry["pt"]
+    assert "translation" in TranslationPipeline._registered_impl
+    import deep_nmt_hf.translation_pipeline as module
+
+    assert get_relative_import_files(module.__file__) == []  # it imports only transformers
+
+
 def test_trainer_names_and_private_methods_we_override() -> None:
     """transformers.trainer OPTIMIZER_NAME / SCHEDULER_NAME, trainer_utils.rotate_checkpoints /
     PREFIX_CHECKPOINT_DIR, and the Trainer methods training/trainer.py overrides."""
