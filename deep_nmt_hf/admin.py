@@ -101,13 +101,13 @@ def admin_profile(
                 sublayer.residual_scale.set_(1.0)
     device = next(model.parameters()).device
     batch = {k: v.to(device) for k, v in batch.items() if isinstance(v, torch.Tensor)}
-    masks = {"encoder": batch.get("attention_mask"), "decoder": None}
-    if "labels" in batch:
-        masks["decoder"] = batch["labels"].ne(-100)
-    elif "decoder_attention_mask" in batch:
-        masks["decoder"] = batch["decoder_attention_mask"]
-    if positions == "all":
-        masks = {"encoder": None, "decoder": None}
+    masks = {"encoder": None, "decoder": None}  # "all": every position counts
+    if positions == "non_pad":
+        masks["encoder"] = batch.get("attention_mask")
+        if "labels" in batch:
+            masks["decoder"] = batch["labels"].ne(-100)
+        elif "decoder_attention_mask" in batch:
+            masks["decoder"] = batch["decoder_attention_mask"]
     running = {"encoder": 1.0, "decoder": 1.0}
     profiled: dict[str, dict[int, float]] = {"encoder": {}, "decoder": {}}
 
