@@ -35,6 +35,7 @@ import shutil
 import subprocess
 import sys
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -42,97 +43,137 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import (
     RESULTS,
-    markdown_table,
     multi30k_dir,
     multi30k_pairs,
     multi30k_tokenizer,
-    write_results,
 )
 from quality_multi30k import model_from_fields
 
 from deep_nmt_hf.atomic import atomic_write
 
-# outside the work tree, so that a study spans sittings (and fresh clones) on the same machine
+# outside the work tree, so that a study spans sittings on the same machine: epoch checkpoints and saved models
 STUDY_CACHE = Path(os.environ.get("DEEP_NMT_BENCH_CACHE", Path.home() / ".cache" / "deep_nmt_bench"))
-RUNS = STUDY_CACHE / "depth-runs"
+RUNS = STUDY_CACHE / "depth-annealed"
+# in the work tree: each finished run's record (numbers only: histories, scores, per-sentence BLEU statistics),
+# committed, so the report and the significance tests survive a new machine
+RECORDS = RESULTS / "depth_multi30k"
 SIX_SIX = {"encoder_layers": 6, "decoder_layers": 6}
 DEEP = {"encoder_layers": 18, "decoder_layers": 6}
+DEEPER = {"encoder_layers": 36, "decoder_layers": 6}
+POST, PRE = {"layer_norm_position": "post"}, {"layer_norm_position": "pre"}
+NO_CRT = {"cross_attention_drop_layers": 0, "ddr_loss_weight": 0.0, "ald_loss_weight": 0.0}
 
-# name -> (variant, recipe, config fields, description, the 6-6 baseline it is measured against)
-MODELS: dict[str, tuple[str, str, dict[str, Any], str, str | None]] = {
-    "marian-6-6": ("marian", "marian", SIX_SIX, "stock MarianMTModel 6-6", None),
-    "post-6-6": ("base", "admin", {**SIX_SIX, "layer_norm_position": "post"}, "our post-LN 6-6", None),
-    "pre-6-6": ("base", "dlcl", {**SIX_SIX, "layer_norm_position": "pre"}, "our pre-LN 6-6", None),
-    "admin-18-6": ("admin", "admin", DEEP, "ADMIN 18-6 (ω profiled)", "post-6-6"),
-    "deepnorm-18-6": ("deepnorm", "admin", DEEP, "DeepNorm 18-6 (ADMIN's recipe)", "post-6-6"),
-    "dsinit-matt-18-6": ("dsinit_matt", "dsinit_matt", DEEP, "DS-Init + MAtt 18-6", "post-6-6"),
-    "dlcl-18-6": ("dlcl", "dlcl", DEEP, "pre-norm DLCL 18-6", "pre-6-6"),
-    "shared-18-6": (
-        "shared_layers",
-        "shared_layers",
-        {"encoder_layers": 6, "encoder_layer_repeats": 3, "decoder_layers": 3, "decoder_layer_repeats": 2},
-        "shared layers: 6 unique ×3 / 3 unique ×2 (18-6 applications)",
+
+@dataclass(frozen=True)
+class Row:
+    """One row of the study: `variant` with `recipe` (deep_nmt_hf.recipes), `fields` on top of the recipe's config
+    fields, `options` on top of its training options (with the source of each override), measured against
+    `baseline` (None: a reference row)."""
+
+    variant: str
+    recipe: str
+    fields: dict[str, Any]
+    description: str
+    baseline: str | None = None
+    options: dict[str, Any] = field(default_factory=dict)
+    why: str = ""
+
+
+ADMIN_6_6 = {"learning_rate": 1e-3, "warmup_steps": 4000}
+MODELS: dict[str, Row] = {
+    "marian-6-6": Row(
+        "marian",
+        "marian",
+        SIX_SIX,
+        "stock MarianMTModel 6-6",
+        options=ADMIN_6_6,
+        why="lr / warmup as the ADMIN paper trains its 6-6 baseline (the marian recipe's 5e-4 is only our default)",
+    ),
+    "post-6-6": Row("base", "admin", {**SIX_SIX, **POST}, "post-LN 6-6"),
+    "pre-6-6": Row(
+        "base",
+        "dlcl",
+        {**SIX_SIX, **PRE},
+        "pre-LN 6-6",
+        options={"learning_rate": 1e-3, "warmup_steps": 8000},
+        why="prenorm-dlcl appendix Table 7: the pre-norm base model takes lr 1e-3, warmup 8k",
+    ),
+    # ADMIN's claim: post-LN trained the default way fails or falls behind when deep; ADMIN (and DeepNorm) fix it
+    "post-18-6": Row("base", "admin", {**DEEP, **POST}, "post-LN 18-6, default training", "post-6-6"),
+    "admin-18-6": Row("admin", "admin", DEEP, "ADMIN 18-6 (ω profiled)", "post-18-6"),
+    "deepnorm-18-6": Row("deepnorm", "admin", DEEP, "DeepNorm 18-6 (ADMIN's recipe)", "post-18-6"),
+    "post-36-6": Row("base", "admin", {**DEEPER, **POST}, "post-LN 36-6, default training", "post-6-6"),
+    "admin-36-6": Row("admin", "admin", DEEPER, "ADMIN 36-6 (ω profiled)", "post-36-6"),
+    "deepnorm-36-6": Row("deepnorm", "admin", DEEPER, "DeepNorm 36-6 (ADMIN's recipe)", "post-36-6"),
+    # DLCL's claim: deep post-norm fails where pre-norm works, and DLCL adds to pre-norm
+    "pre-18-6": Row("base", "dlcl", {**DEEP, **PRE}, "pre-LN 18-6", "post-18-6"),
+    "dlcl-18-6": Row("dlcl", "dlcl", DEEP, "pre-norm DLCL 18-6", "pre-18-6"),
+    # DS-Init's claim: depth-scaled init lets the deep post-LN MAtt model train
+    "dsinit-matt-18-6": Row("dsinit_matt", "dsinit_matt", DEEP, "DS-Init + MAtt 18-6", "matt-18-6"),
+    "matt-18-6": Row(
+        "dsinit_matt",
+        "dsinit_matt",
+        {**DEEP, "init_method": "xavier"},
+        "MAtt 18-6 without DS-Init (xavier)",
+        "post-6-6",
+    ),
+    # the deep decoder's claim: a deep decoder ignores the source without CAD + DDR + ALD
+    "deep-decoder-6-12-plain": Row(
+        "deep_decoder",
+        "deep_decoder",
+        {"encoder_layers": 6, "decoder_layers": 12, **NO_CRT},
+        "pre-LN 6-12, no CAD / DDR / ALD",
         "pre-6-6",
     ),
-    "deep-decoder-6-12": (
+    "deep-decoder-6-12": Row(
         "deep_decoder",
         "deep_decoder",
         {"encoder_layers": 6, "decoder_layers": 12},
         "deep decoder 6-12, CAD + DDR + ALD",
+        "deep-decoder-6-12-plain",
+    ),
+    # shared layers' claim: close to the unshared deep model at far fewer parameters
+    "unshared-18-6": Row(
+        "shared_layers",
+        "shared_layers",
+        {"encoder_layers": 18, "encoder_layer_repeats": 1, "decoder_layers": 6, "decoder_layer_repeats": 1},
+        "shared-layers model with 18 / 6 unique layers (nothing shared)",
         "pre-6-6",
     ),
-    "admin-36-6": ("admin", "admin", {"encoder_layers": 36, "decoder_layers": 6}, "ADMIN 36-6", "post-6-6"),
-    # a control, not a baseline: the initialisation alone (bench/results/multi30k.md: 14.7 -> 27.2 BLEU at d 64)
-    "post-6-6-normal": (
-        "base",
-        "admin",
-        {**SIX_SIX, "layer_norm_position": "post", "init_method": "normal"},
-        "our post-LN 6-6, init_method='normal' (Marian's N(0, 0.02); control)",
-        None,
-    ),
-    # a control: DS-Init + MAtt with the paper's 6-layer dropouts (Table 3: dp_r 0.1, dp_a 0.1) instead of its deep ones
-    "dsinit-matt-18-6-dp0.1": (
-        "dsinit_matt",
-        "dsinit_matt",
-        {**DEEP, "dropout": 0.1, "attention_dropout": 0.1},
-        "DS-Init + MAtt 18-6, dropouts 0.1 / 0.1 (the paper's 6-layer ones; control)",
-        "post-6-6",
-    ),
-    # controls: does depth pay once the initialisation is Marian's? (pre-LN pair, the best deep model's family)
-    "pre-6-6-normal": (
-        "base",
-        "dlcl",
-        {**SIX_SIX, "layer_norm_position": "pre", "init_method": "normal"},
-        "our pre-LN 6-6, init_method='normal' (control)",
-        None,
-    ),
-    "dlcl-18-6-normal": (
-        "dlcl",
-        "dlcl",
-        {**DEEP, "init_method": "normal"},
-        "pre-norm DLCL 18-6, init_method='normal' (control)",
-        "pre-6-6-normal",
-    ),
-    # control: ADMIN (the papers' headline method) with Marian's initialisation, against post-6-6-normal
-    "admin-18-6-normal": (
-        "admin",
-        "admin",
-        {**DEEP, "init_method": "normal"},
-        "ADMIN 18-6, init_method='normal' (control)",
-        "post-6-6-normal",
+    "shared-18-6": Row(
+        "shared_layers",
+        "shared_layers",
+        {"encoder_layers": 6, "encoder_layer_repeats": 3, "decoder_layers": 3, "decoder_layer_repeats": 2},
+        "shared layers: 6 unique ×3 / 3 unique ×2 (18-6 applications)",
+        "unshared-18-6",
     ),
 }
-# controls change one setting to find a cause; they are not candidates
-CONTROLS = (
-    "post-6-6-normal",
-    "dsinit-matt-18-6-dp0.1",
-    "pre-6-6-normal",
-    "dlcl-18-6-normal",
-    "admin-18-6-normal",
+# the rows of the headline verdicts: three seeds each (the best deep model is added by the plan)
+HEADLINE = ("post-18-6", "admin-18-6", "pre-18-6", "dlcl-18-6", "marian-6-6", "post-6-6", "pre-6-6")
+HEADLINE_SEEDS = (1, 2, 3)
+# the first pass, one seed: the rows that test a claim first (counterfactual and claimed row side by side)
+FIRST_PASS = (
+    "post-6-6",
+    "post-18-6",
+    "admin-18-6",
+    "pre-18-6",
+    "dlcl-18-6",
+    "marian-6-6",
+    "pre-6-6",
+    "deepnorm-18-6",
+    "deep-decoder-6-12-plain",
+    "deep-decoder-6-12",
+    "matt-18-6",
+    "dsinit-matt-18-6",
+    "unshared-18-6",
+    "shared-18-6",
+    "post-36-6",
+    "admin-36-6",
+    "deepnorm-36-6",
 )
-OPTIONAL = ("admin-36-6", *CONTROLS)  # run only when named with --only
 RECIPE_OPTIONS = ("optimizer", "adam_beta1", "adam_beta2", "adam_epsilon", "weight_decay", "max_grad_norm")
 RECIPE_OPTIONS += ("label_smoothing", "num_beams", "length_penalty", "length_penalty_form")
+RECIPE_OPTIONS += ("learning_rate", "warmup_steps")
 
 
 # ------------------------------------------------------------------------------------------------- one model
@@ -150,13 +191,26 @@ def _read_json(path: Path, default: Any = None) -> Any:
     return json.loads(path.read_text()) if path.exists() else default
 
 
-def _recipe(name: str) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(training options, config fields) of the model's recipe; the variant comes from MODELS."""
+def _recipe(name: str, args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(training options, config fields) of the row's recipe with the row's overrides; the recipe's warmup
+    scaled by `--warmup-scale` (the papers' warmups are for WMT-size runs of 100k+ updates)."""
     from deep_nmt_hf.recipes import recipe_config, recipe_options
 
-    recipe = MODELS[name][1]
-    options = {k: v for k, v in recipe_options(recipe).items() if k in RECIPE_OPTIONS}
-    return options, recipe_config(recipe)
+    row = MODELS[name]
+    options = {k: v for k, v in recipe_options(row.recipe).items() if k in RECIPE_OPTIONS}
+    options |= row.options
+    options["warmup_steps"] = round(options["warmup_steps"] * args.warmup_scale)
+    return options, recipe_config(row.recipe)
+
+
+def run_dir(name: str, seed: int, args: argparse.Namespace) -> Path:
+    """Where NAME's run with SEED keeps its checkpoints, logs and saved models (outside the work tree)."""
+    return RUNS / f"e{args.epochs}" / name / f"seed{seed}"
+
+
+def record_path(name: str, seed: int, args: argparse.Namespace) -> Path:
+    """NAME's finished record for SEED in the work tree (committed)."""
+    return RECORDS / f"e{args.epochs}" / name / f"seed{seed}.json"
 
 
 def _epoch_checkpoints(trainer_dir: Path) -> list[tuple[float, Path]]:
@@ -169,8 +223,9 @@ def _epoch_checkpoints(trainer_dir: Path) -> list[tuple[float, Path]]:
     return sorted(found)
 
 
-def train_model(name: str, args: argparse.Namespace) -> None:
-    """Train (or resume) one model epoch by epoch, then score its best and averaged checkpoints on test."""
+def train_model(name: str, seed: int, args: argparse.Namespace) -> None:
+    """Train (or resume) one model epoch by epoch to the end of the annealed budget, then score its best and
+    averaged checkpoints on test."""
     import datasets
     import torch
     from transformers import (
@@ -195,22 +250,22 @@ def train_model(name: str, args: argparse.Namespace) -> None:
     from deep_nmt_hf.training.metrics import compute_translation_metrics
 
     torch.set_num_threads(1)
-    run_dir = RUNS / name
-    trainer_dir = run_dir / "trainer"
-    run_dir.mkdir(parents=True, exist_ok=True)
-    history_path = run_dir / "epochs.json"
+    here = run_dir(name, seed, args)
+    trainer_dir = here / "trainer"
+    here.mkdir(parents=True, exist_ok=True)
+    history_path = here / "epochs.json"
     tokenizer = multi30k_tokenizer(args.vocab_size)
-    options, config_fields = _recipe(name)
-    variant, _, fields, _, _ = MODELS[name]
-    fields = {**config_fields, **fields, "label_smoothing": options["label_smoothing"]}
+    options, config_fields = _recipe(name, args)
+    row = MODELS[name]
+    fields = {**config_fields, **row.fields, "label_smoothing": options["label_smoothing"]}
 
     checkpoints = _epoch_checkpoints(trainer_dir)
     resume = checkpoints[-1][1] if checkpoints else None
     history = [e for e in _read_json(history_path, []) if resume and e["epoch"] <= checkpoints[-1][0] + 1e-6]
-    if resume is not None and variant == "admin":
+    if resume is not None and row.variant == "admin":
         fields["admin_profiled"] = True  # ω is in the checkpoint's weights: never profile over them again
-    set_seed(args.seed)
-    model = model_from_fields(variant, fields, tokenizer, args.d_model, args.max_length)
+    set_seed(seed)
+    model = model_from_fields(row.variant, fields, tokenizer, args.d_model, args.max_length)
     model.generation_config.num_beams = options["num_beams"]
     model.generation_config.max_length = args.max_length + 1
     set_length_penalty(model.generation_config, options["length_penalty"], options["length_penalty_form"])
@@ -226,8 +281,8 @@ def train_model(name: str, args: argparse.Namespace) -> None:
     valid_tokens = tokenize_dataset(pairs_dataset(valid_pairs), tokenizer, "en", "de", *lengths)
 
     class EpochRecord(TrainerCallback):
-        """Per epoch: training CPU seconds, mean training loss and grad norm, validation loss and BLEU; stops
-        training when the validation loss has not improved for `patience` epochs (the same rule for all)."""
+        """Per epoch: training CPU seconds, mean training loss, grad norm and learning rate, validation loss and
+        BLEU; with `--patience` > 0, stops when the validation loss has not improved for that many epochs."""
 
         def __init__(self) -> None:
             self.start = 0.0
@@ -255,6 +310,7 @@ def train_model(name: str, args: argparse.Namespace) -> None:
                     "valid_decode_cpu_s": round(time.process_time() - cpu, 1),
                     "train_loss": sum(e["loss"] for e in logs) / len(logs) if logs else None,
                     "grad_norm": sum(norms) / len(norms) if norms else None,
+                    "learning_rate": logs[-1].get("learning_rate") if logs else None,
                     "valid_loss": metrics["eval_loss"],
                     "valid_bleu": bleu["bleu"],
                 }
@@ -263,18 +319,20 @@ def train_model(name: str, args: argparse.Namespace) -> None:
             if _stopped(history, args.patience):
                 control.should_training_stop = True
 
+    recipe = nmt_recipe(
+        options["learning_rate"],
+        options["warmup_steps"],
+        options["max_grad_norm"],
+        betas=(options["adam_beta1"], options["adam_beta2"]),
+        epsilon=options["adam_epsilon"],
+        weight_decay=options["weight_decay"],
+    )
+    recipe["lr_scheduler_type"] = args.schedule  # annealed to 0 at the end of the budget (linear / cosine)
     training_args = Seq2SeqTrainingArguments(
         output_dir=str(trainer_dir),
         per_device_train_batch_size=64,  # unused: token batches (max_tokens) make the training batches
         per_device_eval_batch_size=64,
-        **nmt_recipe(
-            args.learning_rate,
-            args.warmup_steps,
-            options["max_grad_norm"],
-            betas=(options["adam_beta1"], options["adam_beta2"]),
-            epsilon=options["adam_epsilon"],
-            weight_decay=options["weight_decay"],
-        ),
+        **recipe,
         num_train_epochs=args.epochs,
         eval_strategy="epoch",
         save_strategy="epoch",
@@ -284,13 +342,13 @@ def train_model(name: str, args: argparse.Namespace) -> None:
         logging_nan_inf_filter=False,
         report_to="none",
         use_cpu=True,
-        seed=args.seed,
+        seed=seed,
         disable_tqdm=True,
         dataloader_num_workers=0,
     )
     callbacks: list[Any] = [EpochRecord(), DivergenceCallback()]
     if getattr(model.config, "residual_scaling", None) == "admin":
-        callbacks.append(AdminProfilingCallback(seed=args.seed))
+        callbacks.append(AdminProfilingCallback(seed=seed))
 
     def smoothed_loss(outputs: Any, labels: Any, num_items_in_batch: Any = None) -> Any:
         return token_cross_entropy(outputs["logits"], labels, options["label_smoothing"])
@@ -307,38 +365,49 @@ def train_model(name: str, args: argparse.Namespace) -> None:
         max_tokens=args.max_tokens,
         optimizer_cls_and_kwargs=optimizer_cls_and_kwargs(
             options["optimizer"],
-            args.learning_rate,
+            options["learning_rate"],
             (options["adam_beta1"], options["adam_beta2"]),
             options["adam_epsilon"],
         ),
     )
     if not history or len(history) < args.epochs and not _stopped(history, args.patience):
         trainer.train(resume_from_checkpoint=str(resume) if resume else None)
-    finish(name, args, tokenizer, history, model, options)
+    finish(name, seed, args, tokenizer, history, model, options)
 
 
 def _stopped(history: list[dict[str, Any]], patience: int) -> bool:
     losses = [e["valid_loss"] for e in history]
-    return bool(losses) and len(losses) - 1 - losses.index(min(losses)) >= patience
+    return patience > 0 and bool(losses) and len(losses) - 1 - losses.index(min(losses)) >= patience
+
+
+def bleu_statistics(hypotheses: list[str], references: list[str]) -> list[list[int]]:
+    """Per test sentence: sacreBLEU's BLEU sufficient statistics (hypothesis length, reference length, matched and
+    total n-grams for n = 1..4): corpus BLEU of any resample of sentences (and seeds) is computed from their sums,
+    so the significance tests need no translation text."""
+    from sacrebleu.metrics import BLEU
+
+    return [[int(x) for x in stats] for stats in BLEU()._extract_corpus_statistics(hypotheses, [references])]
 
 
 def finish(
-    name: str, args: argparse.Namespace, tokenizer: Any, history: list, model: Any, options: dict
+    name: str, seed: int, args: argparse.Namespace, tokenizer: Any, history: list, model: Any, options: dict
 ) -> None:
-    """Score the best-validation epoch checkpoint and the average of the last `--average` ones on test."""
+    """Score the best-validation epoch checkpoint and the average of the last `--average` ones on test; save
+    both models; measure the diagnosis (over-fitting gap, source reliance) on the averaged model; write the
+    record to the work tree."""
     import torch
 
     from deep_nmt_hf.averaging import average_weights
     from deep_nmt_hf.training import translate
     from deep_nmt_hf.training.metrics import compute_translation_metrics
 
-    run_dir = RUNS / name
-    checkpoints = _epoch_checkpoints(run_dir / "trainer")
+    here = run_dir(name, seed, args)
+    checkpoints = _epoch_checkpoints(here / "trainer")
     by_epoch = {epoch: path for epoch, path in checkpoints}
     best = min(history, key=lambda e: e["valid_loss"])
     test_pairs = multi30k_pairs("test_2016_flickr", limit=args.max_test_samples)
     sources, references = [s for s, _ in test_pairs], [t for _, t in test_pairs]
-    scores = {}
+    scores, nll = {}, {}
     for kind in ("best", "averaged"):
         if kind == "best":
             used = [by_epoch[best["epoch"]]]
@@ -355,263 +424,51 @@ def finish(
         with torch.inference_mode():
             hypotheses = translate(model, tokenizer, sources, num_beams=options["num_beams"], batch_size=64)
         decode_cpu = time.process_time() - cpu
-        _write_lines(run_dir / f"{kind}.test.hyp", hypotheses)
+        _write_lines(here / f"{kind}.test.hyp", hypotheses)
         generated = sum(len(tokenizer(text_target=h)["input_ids"]) for h in hypotheses)
         scores[kind] = {
             **compute_translation_metrics(hypotheses, references),
+            "length_ratio": length_ratio(hypotheses, references),
+            "bleu_statistics": bleu_statistics(hypotheses, references),
             "checkpoints": [path.name for path in used],
             "decode_tokens_per_cpu_s": round(generated / max(decode_cpu, 1e-9), 1),
         }
-        out = run_dir / kind
+        nll[kind] = eval_mode_nll(model, tokenizer, args)
+        out = here / kind
         shutil.rmtree(out, ignore_errors=True)
         model.save_pretrained(out)
         tokenizer.save_pretrained(out)
-    _write_json(
-        run_dir / "result.json",
-        {
-            "name": name,
-            "description": MODELS[name][3],
-            "variant": MODELS[name][0],
-            "recipe": MODELS[name][1],
-            "baseline": MODELS[name][4],
-            "num_parameters": int(model.num_parameters()),
-            "epochs": history[-1]["epoch"],
-            "best_epoch": best["epoch"],
-            "history": history,
-            "test": scores,
-            "settings": settings(args),
-        },
-    )
+    row = MODELS[name]
+    record = {
+        "name": name,
+        "seed": seed,
+        "description": row.description,
+        "variant": row.variant,
+        "recipe": row.recipe,
+        "baseline": row.baseline,
+        "options": {k: options[k] for k in ("learning_rate", "warmup_steps", "num_beams", "length_penalty")},
+        "num_parameters": int(model.num_parameters()),
+        "epochs": history[-1]["epoch"],
+        "best_epoch": best["epoch"],
+        "history": history,
+        "test": scores,
+        "nll": nll,
+        "settings": settings(args),
+        "saved": str(here),
+    }
+    _write_json(here / "result.json", record)
+    _write_json(record_path(name, seed, args), record)
 
 
-# ------------------------------------------------------------------------------------------------ the study
-def settings(args: argparse.Namespace) -> dict[str, Any]:
-    keys = ("epochs", "patience", "d_model", "vocab_size", "max_tokens", "learning_rate", "warmup_steps")
-    keys += ("max_length", "seed", "max_train_samples", "valid_sentences", "max_test_samples", "average")
-    return {key: getattr(args, key) for key in keys}
-
-
-def forward_args(args: argparse.Namespace) -> list[str]:
-    out = []
-    for key, value in settings(args).items():
-        if value is not None:
-            out += [f"--{key.replace('_', '-')}", str(value)]
-    return out + (["--quick"] if args.quick else [])
-
-
-def status(name: str, args: argparse.Namespace) -> str:
-    """One line: epochs done, the last validation numbers, CPU per epoch and the CPU time still to go."""
-    history = _read_json(RUNS / name / "epochs.json", [])
-    if not history:
-        return f"[{name}] epoch 0/{args.epochs}: training the first epoch"
-    last = history[-1]
-    per_epoch = sum(e["train_cpu_s"] + e["valid_decode_cpu_s"] for e in history) / len(history)
-    left = (args.epochs - len(history)) * per_epoch
-    return (
-        f"[{name}] epoch {len(history)}/{args.epochs}: valid loss {last['valid_loss']:.3f}, BLEU "
-        f"{last['valid_bleu']:.1f}; {per_epoch:.0f} CPU-s/epoch, ≤ {left / 60:.0f} CPU-min to go"
-    )
-
-
-def orchestrate(args: argparse.Namespace) -> None:
-    multi30k_dir()
-    multi30k_tokenizer(args.vocab_size)  # train the tokenizer once, before the workers start
-    RUNS.mkdir(parents=True, exist_ok=True)
-    names = args.only or [n for n in MODELS if n not in OPTIONAL]
-    unknown = [n for n in names if n not in MODELS]
-    if unknown:
-        raise SystemExit(f"error: unknown model(s) {', '.join(unknown)}; valid: {', '.join(MODELS)}")
-    todo = []
-    for name in names:
-        run_dir = RUNS / name
-        saved = _read_json(run_dir / "settings.json")
-        if saved is not None and saved != settings(args):
-            changed = sorted(k for k in settings(args) if saved.get(k) != settings(args)[k])
-            raise SystemExit(
-                f"error: {run_dir} was run with other settings ({', '.join(changed)}); delete it"
-            )
-        if saved is not None and not args.reuse:
-            raise SystemExit(f"error: {run_dir} exists; pass --reuse to continue it, or delete it")
-        if (run_dir / "result.json").exists():
-            print(f"[{name}] finished: reusing {run_dir / 'result.json'}", flush=True)
-            continue
-        run_dir.mkdir(parents=True, exist_ok=True)
-        _write_json(run_dir / "settings.json", settings(args))
-        todo.append(name)
-    running: list[tuple[str, subprocess.Popen]] = []
-    failed: list[str] = []
-    last_status = 0.0
-    while todo or running:
-        while todo and len(running) < args.jobs:
-            name = todo.pop(0)
-            log = open(RUNS / name / "train.log", "a")  # noqa: SIM115 - closed with the process
-            cmd = [sys.executable, __file__, "--worker", name, *forward_args(args)]
-            env = {**os.environ, "OMP_NUM_THREADS": "1"}
-            print(f"[{name}] start: {' '.join(cmd)}", flush=True)
-            running.append((name, subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)))
-        time.sleep(2)
-        if time.monotonic() - last_status > args.status_every:
-            last_status = time.monotonic()
-            for name, _ in running:
-                print(status(name, args), flush=True)
-        for name, proc in list(running):
-            if proc.poll() is not None:
-                running.remove((name, proc))
-                print(f"[{name}] exit {proc.returncode} (log: {RUNS / name / 'train.log'})", flush=True)
-                if proc.returncode:
-                    failed.append(name)
-    report(args, failed)
-
-
-def _load_saved(model_dir: Path) -> tuple[Any, Any]:
-    """A saved final model (eval mode, one torch thread, as the workers ran) and its tokenizer."""
-    import torch
-    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
-
-    import deep_nmt_hf  # noqa: F401 - registers the variants with the Auto classes
-
-    torch.set_num_threads(1)
-    return AutoModelForSeq2SeqLM.from_pretrained(model_dir).eval(), AutoTokenizer.from_pretrained(model_dir)
-
-
-DECODING = ("num_beams", "length_penalty", "length_penalty_form")
-
-
-def _decoding(name: str) -> tuple[Any, ...]:
-    """The beam size and length penalty (α, form) of NAME's recipe."""
-    options = _recipe(name)[0]
-    return tuple(options[k] for k in DECODING)
-
-
-def saved_test_translations(
-    name: str, kind: str, args: argparse.Namespace, decoding_of: str | None = None
-) -> list[str]:
-    """NAME's test_2016_flickr translations by its `kind` model (best / averaged), kept in NAME/KIND.test.hyp.
-    Runs finished before the file was kept are translated again from the saved model (one thread, the recipe's
-    beam, as `finish` did); their BLEU must equal the recorded one, or the saved model is not the scored one.
-    `decoding_of=OTHER` decodes with OTHER's recipe's beam and length penalty instead (NAME/KIND.test.as-OTHER.hyp):
-    the same model, the baseline's decoding."""
-    path = RUNS / name / (f"{kind}.test.hyp" if decoding_of is None else f"{kind}.test.as-{decoding_of}.hyp")
-    if path.exists():
-        return path.read_text().splitlines()
-    import torch
-
-    from deep_nmt_hf.length_penalty import set_length_penalty
-    from deep_nmt_hf.training import translate
-    from deep_nmt_hf.training.metrics import compute_translation_metrics
-
-    record = _read_json(RUNS / name / "result.json")
-    model_dir = RUNS / name / kind
-    model, tokenizer = _load_saved(model_dir)
-    pairs = multi30k_pairs("test_2016_flickr", limit=args.max_test_samples)
-    beams, alpha, form = _decoding(decoding_of or name)
-    set_length_penalty(model.generation_config, alpha, form)
-    with torch.inference_mode():
-        hypotheses = translate(model, tokenizer, [s for s, _ in pairs], num_beams=beams, batch_size=64)
-    bleu = compute_translation_metrics(hypotheses, [t for _, t in pairs])["bleu"]
-    if decoding_of is None and abs(bleu - record["test"][kind]["bleu"]) > 1e-6:
-        raise RuntimeError(
-            f"{model_dir}: BLEU {bleu:.4f} re-translated, {record['test'][kind]['bleu']:.4f} recorded"
-        )
-    _write_lines(path, hypotheses)
-    return hypotheses
-
-
-def significance(
-    records: dict[str, dict[str, Any]], references: list[str], args: argparse.Namespace
-) -> dict[str, dict[str, dict[str, Any]]]:
-    """Per model with a baseline, per kind (best / averaged): sacreBLEU's paired bootstrap (1000 resamples) of
-    its test BLEU against the baseline's (`deep_nmt_hf.training.paired_bootstrap`); against stock Marian; and,
-    where the two recipes decode differently (beam, length penalty), with the model decoded as the baseline."""
-    from deep_nmt_hf.training import paired_bootstrap
-
-    out: dict[str, dict[str, dict[str, Any]]] = {}
-    for name, record in records.items():
-        base = record.get("baseline")
-        if base in records:
-            out[name] = {
-                kind: paired_bootstrap(
-                    saved_test_translations(base, kind, args),
-                    saved_test_translations(name, kind, args),
-                    references,
-                )
-                for kind in ("averaged", "best")
-            }
-            if "marian-6-6" in records:
-                marian = saved_test_translations("marian-6-6", "averaged", args)
-                averaged = saved_test_translations(name, "averaged", args)
-                out[name]["averaged vs marian-6-6"] = paired_bootstrap(marian, averaged, references)
-            # the two recipes decode differently: also compare like with like
-            if _decoding(name) != _decoding(base):
-                for kind in ("averaged", "best"):
-                    out[name][f"{kind}, {base}'s decoding"] = paired_bootstrap(
-                        saved_test_translations(base, kind, args),
-                        saved_test_translations(name, kind, args, decoding_of=base),
-                        references,
-                    )
-    return out
-
-
-def _delta(test: dict[str, Any]) -> str:
-    """A paired bootstrap result in words: "+1.23 BLEU (paired bootstrap p = 0.004)"."""
-    return f"{test['delta']:+.2f} BLEU (paired bootstrap p = {test['p_value']:.3f})"
-
-
-def _aim(delta: float) -> str:
-    return "holds" if delta >= 0.5 else "does not hold"
-
-
-def _verdicts(records: dict[str, dict[str, Any]], tests: dict[str, dict[str, dict[str, Any]]]) -> list[str]:
-    """Which of the study's aims hold, in words, from the cached results and the paired bootstrap tests."""
-    lines = []
-    for name, record in records.items():
-        base = record.get("baseline")
-        if name not in tests:
-            continue
-        for kind in ("averaged", "best"):
-            test = tests[name][kind]
-            if name in CONTROLS:
-                lines.append(f"- {name} (control) vs {base} ({kind}): {_delta(test)}.")
-                if kind == "best":
-                    marian = _delta(tests[name]["averaged vs marian-6-6"])
-                    lines.append(f"- {name} (control) vs stock Marian 6-6 (averaged): {marian}.")
-                continue
-            lines.append(f"- {name} vs {base} ({kind}): {_delta(test)} — the +0.5 aim {_aim(test['delta'])}.")
-            same = tests[name].get(f"{kind}, {base}'s decoding")
-            if same is not None:
-                lines.append(
-                    f"  - decoded with {base}'s beam and length penalty: {_delta(same)} — the +0.5 aim "
-                    f"{_aim(same['delta'])}."
-                )
-    marian = records.get("marian-6-6")
-    deep = [r for n, r in records.items() if r.get("baseline") and n not in CONTROLS]
-    if marian and deep:
-        top = max(deep, key=lambda r: r["test"]["averaged"]["bleu"])
-        test = tests[top["name"]]["averaged vs marian-6-6"]
-        verdict = "holds" if test["delta"] > 0 else "does not hold"
-        lines.append(
-            f"- best deep model {top['name']} vs stock Marian 6-6 (averaged): {_delta(test)} — {verdict}."
-        )
-    return lines
-
-
-def eval_mode_nll(name: str, args: argparse.Namespace) -> dict[str, float]:
-    """Token NLL (no label smoothing, no dropout) of the best checkpoint on the first `--valid-sentences` training
-    pairs ("train"), on the validation pairs ("val"), and on the validation pairs with every source moved to the
-    next pair's target ("val_wrong_source"). val − train is the over-fitting gap: the training loss the Trainer
-    logs has dropout (and, for the deep decoder, the DDR / ALD terms) in it, so valid − logged train is negative
-    and says nothing. val_wrong_source − val is how much the model reads the source: a decoder that ignores the
-    source (deep-decoder-cad-crt, sec. 3) loses little when it is wrong. Cached in NAME/diagnosis.json next to the
-    result it was computed from."""
-    run_dir = RUNS / name
-    result = run_dir / "result.json"
-    cache = _read_json(run_dir / "diagnosis.json", {})
-    if cache.get("result_mtime") == result.stat().st_mtime and "val_wrong_source" in cache["nll"]:
-        return cache["nll"]
+def eval_mode_nll(model: Any, tokenizer: Any, args: argparse.Namespace) -> dict[str, float]:
+    """Token NLL (no label smoothing, no dropout) of `model` on the first `--valid-sentences` training pairs
+    ("train"), on the validation pairs ("val"), and on the validation pairs with every source moved to the next
+    pair's target ("val_wrong_source"). val − train is the over-fitting gap; val_wrong_source − val is how much
+    the model reads the source: a decoder that ignores the source (deep-decoder-cad-crt, sec. 3) loses little when
+    it is wrong."""
     import torch
     from transformers import DataCollatorForSeq2Seq
 
-    model, tokenizer = _load_saved(run_dir / "best")
     collate = DataCollatorForSeq2Seq(tokenizer, model=model, label_pad_token_id=-100)
     valid = multi30k_pairs("val", limit=args.valid_sentences)
     sets = {
@@ -635,7 +492,6 @@ def eval_mode_nll(name: str, args: argparse.Namespace) -> dict[str, float]:
                 ).item()
                 tokens += labels.ne(-100).sum().item()
         nll[split] = total / tokens
-    _write_json(run_dir / "diagnosis.json", {"result_mtime": result.stat().st_mtime, "nll": nll})
     return nll
 
 
@@ -647,118 +503,108 @@ def length_ratio(hypotheses: list[str], references: list[str]) -> float:
     return score.sys_len / score.ref_len
 
 
-def _diagnosis(record: dict[str, Any], nll: dict[str, float], ratio: float) -> str:
-    """Over-fitting gap (eval-mode NLL, valid − train), source reliance (valid NLL with wrong sources − valid NLL),
-    the valid-loss slope over the last two epochs (too few epochs), the mean gradient norm of the last epoch
-    (optimisation), the hypothesis / reference length ratio of the averaged model on test (decoding)."""
-    history = record["history"]
-    slope = (history[-1]["valid_loss"] - history[-3]["valid_loss"]) / 2 if len(history) >= 3 else float("nan")
-    norm = history[-1]["grad_norm"]
-    text = f"gap {nll['val'] - nll['train']:+.2f}, src {nll['val_wrong_source'] - nll['val']:+.2f}"
-    text += f", slope {slope:+.3f}/ep" + (f", |g| {norm:.2f}" if norm is not None else "")
-    return text + f", len {ratio:.2f}"
+# ------------------------------------------------------------------------------------------------ the study
+def settings(args: argparse.Namespace) -> dict[str, Any]:
+    """The study's settings: every run of one budget (`--epochs`) has the same ones."""
+    keys = ("epochs", "schedule", "warmup_scale", "patience", "d_model", "vocab_size", "max_tokens")
+    keys += ("max_length", "max_train_samples", "valid_sentences", "max_test_samples", "average")
+    return {key: getattr(args, key) for key in keys}
 
 
-def report(args: argparse.Namespace, failed: list[str]) -> None:
-    names = [n for n in MODELS if (RUNS / n / "result.json").exists()]
-    records = {n: _read_json(RUNS / n / "result.json") for n in names}
-    header = ["model", "recipe", "params (M)", "epochs", "best ep", "CPU-s/ep", "decode tok/CPU-s"]
-    header += ["BLEU best", "chrF best", "TER best", "BLEU avg", "chrF avg", "TER avg", "diagnosis"]
-    references = [t for _, t in multi30k_pairs("test_2016_flickr", limit=args.max_test_samples)]
-    rows = []
-    for name, r in records.items():
-        nll = eval_mode_nll(name, args)
-        per_epoch = sum(e["train_cpu_s"] for e in r["history"]) / len(r["history"])
-        best, avg = r["test"]["best"], r["test"]["averaged"]
-        rows.append(
-            [f"{name} ({r['description']})", r["recipe"], round(r["num_parameters"] / 1e6, 2), r["epochs"]]
-            + [r["best_epoch"], round(per_epoch), round(avg["decode_tokens_per_cpu_s"])]
-            + [round(best[m], 2) for m in ("bleu", "chrf", "ter")]
-            + [round(avg[m], 2) for m in ("bleu", "chrf", "ter")]
-            + [_diagnosis(r, nll, length_ratio(saved_test_translations(name, "averaged", args), references))]
-        )
-    tests = significance(records, references, args)
-    signatures = sorted(
-        {r["test"]["best"][f"{m}_signature"] for r in records.values() for m in ("bleu", "chrf", "ter")}
-        | {kinds[kind]["signature"] for kinds in tests.values() for kind in kinds}
+def forward_args(args: argparse.Namespace) -> list[str]:
+    out = []
+    for key, value in settings(args).items():
+        if value is not None:
+            out += [f"--{key.replace('_', '-')}", str(value)]
+    return out + (["--quick"] if args.quick else [])
+
+
+def status(name: str, seed: int, args: argparse.Namespace) -> str:
+    """One line: epochs done, the last validation numbers, CPU per epoch and the CPU time still to go."""
+    history = _read_json(run_dir(name, seed, args) / "epochs.json", [])
+    tag = f"[{name} seed {seed}]"
+    if not history:
+        return f"{tag} epoch 0/{args.epochs}: training the first epoch"
+    last = history[-1]
+    per_epoch = sum(e["train_cpu_s"] + e["valid_decode_cpu_s"] for e in history) / len(history)
+    left = (args.epochs - len(history)) * per_epoch
+    return (
+        f"{tag} epoch {len(history)}/{args.epochs}: valid loss {last['valid_loss']:.3f}, BLEU "
+        f"{last['valid_bleu']:.1f}; {per_epoch:.0f} CPU-s/epoch, ≤ {left / 60:.0f} CPU-min to go"
     )
-    name = "depth_multi30k.quick" if args.quick else "depth_multi30k"
-    markdown = (
-        "# Depth that pays? Multi30k en→de at equal epochs\n\n"
-        f"Every model: at most {args.epochs} epochs, stopped when validation loss has not improved for "
-        f"{args.patience} epochs; width d_model {args.d_model}; batches of ≤ {args.max_tokens} padded tokens per side; "
-        f"peak lr {args.learning_rate:g} after {args.warmup_steps} warmup steps (inverse sqrt); the rest from each "
-        "model's recipe (deep_nmt_hf.recipes). Validation: loss and BLEU (beam 4) on "
-        f"{args.valid_sentences} sentences after every epoch. Test: test_2016_flickr, the best-validation-loss "
-        f"epoch checkpoint (best) and the average of the last {args.average} epoch checkpoints (avg), the recipe's "
-        "beam and length penalty. Diagnosis: the over-fitting gap (token NLL of the best checkpoint in eval mode, "
-        f"{args.valid_sentences} validation minus {args.valid_sentences} training pairs), the source reliance (src: the validation NLL "
-        "when every source is another sentence's, minus the true one; a decoder that ignores the source scores "
-        "near 0), the valid-loss slope over the last two epochs (negative: still improving), the mean gradient "
-        "norm of the last epoch, the test length ratio of the averaged model (len: hypothesis / reference "
-        "tokens; below 1 BLEU's brevity penalty bites).\n\n"
-        + (markdown_table(header, rows) if rows else "No finished model yet.")
-        + "\n\n## Which aims hold\n\n"
-        + "Test BLEU of each model against its 6-6 baseline (the aim: +0.5), with sacreBLEU's paired bootstrap "
-        "p-value (1000 resamples of the test sentences; below 0.05 the difference is unlikely to be chance). "
-        "Controls change one setting of a model to find a cause; they are not candidates.\n\n"
-        + ("\n".join(_verdicts(records, tests)) or "Not enough finished models to compare.")
-        + "\n\nSignatures: "
-        + "; ".join(f"`{s}`" for s in signatures)
-        + "\n"
-    )
+
+
+def plan(args: argparse.Namespace) -> list[tuple[str, int]]:
+    """(row, seed) in the order the study runs them: `--only` × `--seeds` when given; otherwise every row of
+    FIRST_PASS with seed 1 (each claim's counterfactual beside its claimed row), then seeds 2 and 3 of the
+    HEADLINE rows and of the best deep row finished so far (highest mean averaged test BLEU)."""
+    if args.only:
+        unknown = [n for n in args.only if n not in MODELS]
+        if unknown:
+            raise SystemExit(f"error: unknown model(s) {', '.join(unknown)}; valid: {', '.join(MODELS)}")
+        return [(name, seed) for seed in args.seeds for name in args.only]
+    tasks = [(name, 1) for name in FIRST_PASS]
+    headline = list(HEADLINE)
+    finished = {}
+    for name in MODELS:
+        path = record_path(name, 1, args)
+        if MODELS[name].baseline is not None and path.exists():
+            finished[name] = _read_json(path)["test"]["averaged"]["bleu"]
+    if finished:
+        headline.append(max(finished, key=finished.get))
+    for seed in HEADLINE_SEEDS[1:]:
+        tasks += [(name, seed) for name in dict.fromkeys(headline)]
+    return tasks
+
+
+def orchestrate(args: argparse.Namespace) -> None:
+    """Run the plan `--jobs` at a time, each model in its own process with one thread (niced to 19: the study
+    runs beside other work); finished runs (a record in bench/results/depth_multi30k/) are skipped."""
+    multi30k_dir()
+    multi30k_tokenizer(args.vocab_size)  # train the tokenizer once, before the workers start
+    todo = []
+    for name, seed in plan(args):
+        here = run_dir(name, seed, args)
+        if record_path(name, seed, args).exists():
+            print(f"[{name} seed {seed}] finished: {record_path(name, seed, args)}", flush=True)
+            continue
+        saved = _read_json(here / "settings.json")
+        if saved is not None and saved != settings(args):
+            changed = sorted(k for k in settings(args) if saved.get(k) != settings(args)[k])
+            raise SystemExit(f"error: {here} was run with other settings ({', '.join(changed)}); delete it")
+        if saved is not None and not args.reuse:
+            raise SystemExit(f"error: {here} exists; pass --reuse to continue it, or delete it")
+        here.mkdir(parents=True, exist_ok=True)
+        _write_json(here / "settings.json", settings(args))
+        todo.append((name, seed))
+    running: list[tuple[str, int, subprocess.Popen]] = []
+    failed: list[str] = []
+    last_status = 0.0
+    while todo or running:
+        while todo and len(running) < args.jobs:
+            name, seed = todo.pop(0)
+            log = open(run_dir(name, seed, args) / "train.log", "a")  # noqa: SIM115 - closed with the process
+            cmd = [sys.executable, __file__, "--worker", name, "--seeds", str(seed), *forward_args(args)]
+            env = {**os.environ, "OMP_NUM_THREADS": "1"}
+            print(f"[{name} seed {seed}] start: {' '.join(cmd)}", flush=True)
+            proc = subprocess.Popen(
+                cmd, stdout=log, stderr=subprocess.STDOUT, env=env, preexec_fn=lambda: os.nice(19)
+            )
+            running.append((name, seed, proc))
+        time.sleep(2)
+        if time.monotonic() - last_status > args.status_every:
+            last_status = time.monotonic()
+            for name, seed, _ in running:
+                print(status(name, seed, args), flush=True)
+        for name, seed, proc in list(running):
+            if proc.poll() is not None:
+                running.remove((name, seed, proc))
+                log_path = run_dir(name, seed, args) / "train.log"
+                print(f"[{name} seed {seed}] exit {proc.returncode} (log: {log_path})", flush=True)
+                if proc.returncode:
+                    failed.append(f"{name} seed {seed}")
     if failed:
-        markdown += f"\nFailed (see {RUNS}/NAME/train.log): {', '.join(failed)}\n"
-    pending = [n for n in MODELS if n not in records and n not in OPTIONAL]
-    if pending:
-        markdown += f"\nNot finished yet: {', '.join(pending)}\n"
-    if records:
-        plot(records, RESULTS / f"{name}.png")
-        markdown += (
-            "\n![validation loss and BLEU per epoch, BLEU against training CPU time, gradient norm per epoch]"
-            f"({name}.png)\n"
-        )
-    payload = {"settings": settings(args), "failed": failed, "models": records, "significance": tests}
-    write_results(name, payload, markdown)
-    print(markdown)
-
-
-def plot(records: dict[str, dict[str, Any]], path: Path) -> None:
-    """Top: validation loss per epoch; validation BLEU against cumulative training CPU time (the cost of depth).
-    Bottom: validation BLEU per epoch; the mean gradient norm per epoch (an optimisation problem shows there)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ((loss, cost), (bleu, norm)) = plt.subplots(2, 2, figsize=(13, 9))
-    colours = plt.get_cmap("tab20").colors
-    for name, record in records.items():
-        history = record["history"]
-        epochs = [e["epoch"] for e in history]
-        line = ":" if name in CONTROLS else "--" if record.get("baseline") is None else "-"
-        colour = colours[list(MODELS).index(name) % len(colours)]
-        style = {"linestyle": line, "color": colour, "marker": ".", "label": name}
-        loss.plot(epochs, [e["valid_loss"] for e in history], **style)
-        bleu.plot(epochs, [e["valid_bleu"] for e in history], **style)
-        norm.plot(epochs, [e["grad_norm"] for e in history], **style)
-        cpu, total = [], 0.0
-        for e in history:
-            total += e["train_cpu_s"]
-            cpu.append(total / 3600)
-        cost.plot(cpu, [e["valid_bleu"] for e in history], **style)
-    loss.set(xlabel="epoch", ylabel="validation loss (label-smoothed)", title="validation loss per epoch")
-    cost.set(
-        xlabel="training CPU-hours", ylabel="validation BLEU (beam 4)", title="BLEU against training cost"
-    )
-    bleu.set(xlabel="epoch", ylabel="validation BLEU (beam 4)", title="validation BLEU per epoch")
-    norm.set(xlabel="epoch", ylabel="mean gradient norm (before clipping)", title="gradient norm per epoch")
-    norm.set_yscale("log")
-    cost.legend(fontsize=8)
-    fig.suptitle("Multi30k en→de: deep variants (solid), the 6-6 models (dashed), controls (dotted)")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+        print(f"failed: {', '.join(failed)}", flush=True)
 
 
 def main() -> None:
@@ -766,23 +612,35 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument(
-        "--only", nargs="+", metavar="NAME", help=f"models to run (default: all but {OPTIONAL})"
+        "--only", nargs="+", metavar="NAME", help="rows to run (default: the plan, see plan())"
     )
-    parser.add_argument("--reuse", action="store_true", help="keep finished models, resume unfinished ones")
-    parser.add_argument("--report-only", action="store_true", help="rebuild table and plots from cached runs")
+    parser.add_argument("--seeds", nargs="+", type=int, default=[1], help="seeds of the --only rows")
+    parser.add_argument("--reuse", action="store_true", help="resume unfinished runs from their last epoch")
+    parser.add_argument("--report-only", action="store_true", help="rebuild table and plots from the records")
     parser.add_argument("--quick", action="store_true", help="smoke test: d 32, 2 epochs, 1000 pairs")
     parser.add_argument("--jobs", type=int, default=2, help="models trained at once (one thread each)")
-    parser.add_argument("--epochs", type=int, default=12, help="at most this many epochs per model")
     parser.add_argument(
-        "--patience", type=int, default=2, help="stop after N epochs without a better valid loss"
+        "--epochs", type=int, default=20, help="the epoch budget; the learning rate reaches 0 at its end"
+    )
+    parser.add_argument(
+        "--schedule",
+        choices=("linear", "cosine"),
+        default="linear",
+        help="warmup, then decay to 0 at the end of the budget (Transformers' lr_scheduler_type)",
+    )
+    parser.add_argument(
+        "--warmup-scale",
+        type=float,
+        default=0.1,
+        help="each recipe's warmup steps times this (the papers' warmups are for runs of 100k+ updates)",
+    )
+    parser.add_argument(
+        "--patience", type=int, default=0, help="stop after N epochs without a better valid loss (0: never)"
     )
     parser.add_argument("--d-model", type=int, default=64)
     parser.add_argument("--vocab-size", type=int, default=4000)
     parser.add_argument("--max-tokens", type=int, default=1536, help="padded tokens per batch and side")
-    parser.add_argument("--learning-rate", type=float, default=1e-3)
-    parser.add_argument("--warmup-steps", type=int, default=400)
     parser.add_argument("--max-length", type=int, default=64)
-    parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--max-train-samples", type=int)
     parser.add_argument("--valid-sentences", type=int, default=500)
     parser.add_argument("--max-test-samples", type=int)
@@ -791,15 +649,17 @@ def main() -> None:
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.quick:
-        global RUNS
-        RUNS = STUDY_CACHE / "depth-runs-quick"
+        global RUNS, RECORDS
+        RUNS, RECORDS = STUDY_CACHE / "depth-annealed-quick", STUDY_CACHE / "depth-records-quick"
         args.d_model, args.epochs, args.max_train_samples = 32, 2, 1000
         args.valid_sentences, args.max_test_samples, args.average = 40, 40, 2
-        args.warmup_steps, args.status_every = 20, 30.0
+        args.warmup_scale, args.status_every = 0.005, 30.0
     if args.worker:
-        train_model(args.worker, args)
+        train_model(args.worker, args.seeds[0], args)
     elif args.report_only:
-        report(args, [])
+        from depth_report import report
+
+        report(args)
     else:
         orchestrate(args)
 
