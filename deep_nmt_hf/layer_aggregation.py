@@ -66,7 +66,11 @@ class WeightedSum(torch.autograd.Function):
 
 
 def weighted_sum(weights: torch.Tensor, history: list[torch.Tensor]) -> torch.Tensor:
-    """Σ_k weights[k] · history[k] (`WeightedSum`: autograd keeps the history entries, not their stack)."""
+    """Σ_k weights[k] · history[k] (`WeightedSum`: autograd keeps the history entries, not their stack). Without
+    autograd nothing is kept, so inference runs the plain product (which `torch.compile`d decoding traces: dynamo
+    mis-binds the variadic Function's arguments in inference mode)."""
+    if not torch.is_grad_enabled():
+        return torch.tensordot(weights, torch.stack(history), dims=1)
     return WeightedSum.apply(weights, *history)
 
 

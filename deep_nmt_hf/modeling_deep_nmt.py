@@ -26,6 +26,7 @@ from transformers import GenerationConfig, GenerationMixin, PreTrainedModel
 from transformers import initialization as init
 from transformers.activations import ACT2FN
 from transformers.cache_utils import Cache, EncoderDecoderCache
+from transformers.masking_utils import create_bidirectional_mask, create_causal_mask
 from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.modeling_outputs import (
     BaseModelOutput,
@@ -35,7 +36,7 @@ from transformers.modeling_outputs import (
 )
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
-from .caches import decoder_cache, is_static, mark_cross_slot_without_attention
+from .caches import decoder_cache, mark_cross_slot_without_attention, self_attention_half
 from .collapse_losses import (
     ald_contrastive_loss,
     mask_source_tokens,
@@ -117,9 +118,12 @@ def eager_attention(
     dropout: float = 0.0,
     **kwargs: Any,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """softmax(q kᵀ · scaling + mask) v, returned as (batch, time, heads, head_dim) plus the weights."""
+    """softmax(q kᵀ · scaling + mask) v, returned as (batch, time, heads, head_dim) plus the weights. The mask is
+    masking_utils' eager form (additive) or, as `generate` prepares it for another backend, boolean (True = attend)."""
     weights = torch.matmul(query, key.transpose(2, 3)) * scaling
-    if attention_mask is not None:
+    if attention_mask is not None and attention_mask.dtype == torch.bool:
+        weights = weights.masked_fill(~attention_mask, torch.finfo(weights.dtype).min)
+    elif attention_mask is not None:
         weights = weights + attention_mask
     weights = nn.functional.softmax(weights, dim=-1)
     weights = nn.functional.dropout(weights, p=dropout, training=module.training)
@@ -245,22 +249,28 @@ class Sublayer(nn.Module):
         self.residual_scale = build_residual_scale(config, side, index)
 
     def forward(
-        self, hidden_states: torch.Tensor, *args: Any, skip: bool = False, **kwargs: Any
+        self, hidden_states: torch.Tensor, *args: Any, skip: bool | torch.Tensor = False, **kwargs: Any
     ) -> tuple[torch.Tensor, Any]:
         """`skip=True` drops f for this call (cross-attention drop): post-LN gives LN(s(x)), pre-LN gives x.
-        A sublayer built without f (`fn=None`: cross-attention dropped with rate 1) always skips."""
-        if skip or self.fn is None:
+        A sublayer built without f (`fn=None`: cross-attention dropped with rate 1) always skips. `skip` may be a
+        0-d bool tensor (drop-net drawn on the device): f then runs and its output is multiplied by 0 or 1, the
+        same result without a data-dependent branch, so `torch.compile` keeps one graph."""
+        if self.fn is None or (skip is True):
             if self.pre_norm:
                 return hidden_states, None
             if self.recorder is not None:
                 self.recorder(self, hidden_states, torch.zeros_like(hidden_states))
             return self.layer_norm(self._scaled_residual(hidden_states)), None
-        if self.pre_norm:
-            output, extra = self.fn(self.layer_norm(hidden_states), *args, **kwargs)
-            output = nn.functional.dropout(output, p=self.dropout, training=self.training)
-            return hidden_states + output, extra
-        output, extra = self.fn(hidden_states, *args, **kwargs)
+        output, extra = self.fn(
+            self.layer_norm(hidden_states) if self.pre_norm else hidden_states, *args, **kwargs
+        )
         output = nn.functional.dropout(output, p=self.dropout, training=self.training)
+        if isinstance(skip, torch.Tensor):
+            keep = (~skip).to(output.dtype)
+            output = output * keep
+            extra = extra * keep if isinstance(extra, torch.Tensor) else extra
+        if self.pre_norm:
+            return hidden_states + output, extra
         if self.recorder is not None:
             self.recorder(self, hidden_states, output)
         return self.layer_norm(self._scaled_residual(hidden_states) + output), extra
@@ -399,43 +409,24 @@ def has_no_cross_attention(config: DeepNMTConfig, layer_index: int) -> bool:
     return config.cross_attention_drop_rate == 1.0 and layer_index < config.cross_attention_drop_layers
 
 
-def padding_mask(attention_mask: torch.Tensor | None, dtype: torch.dtype) -> torch.Tensor | None:
-    """(batch, keys) 1/0 mask → additive (batch, 1, 1, keys) mask; None when nothing is masked."""
-    if attention_mask is None:
-        return None
-    if attention_mask.dim() != 2:
-        raise ValueError(f"attention_mask must have shape (batch, length), got {tuple(attention_mask.shape)}")
-    blocked = attention_mask[:, None, None, :] == 0
-    return torch.zeros(blocked.shape, dtype=dtype, device=blocked.device).masked_fill(
-        blocked, torch.finfo(dtype).min
-    )
+class _AttentionView:
+    """The config as `transformers.masking_utils` reads it, with another attention implementation: the masks of an
+    `output_attentions` call are built for the eager attention that returns the weights."""
+
+    def __init__(self, config: DeepNMTConfig, implementation: str) -> None:
+        self._config = config
+        self._attn_implementation = implementation
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._config, name)
 
 
-def causal_mask(
-    query_length: int,
-    past_length: int | torch.Tensor,
-    dtype: torch.dtype,
-    device: torch.device,
-    key_padding: torch.Tensor | None,
-    key_length: int | None = None,
-) -> torch.Tensor:
-    """Additive (batch or 1, 1, queries, keys) mask: query i (at position past + i) sees keys ≤ past + i.
-
-    `key_length` defaults to past + queries (a dynamic cache); a static cache passes its allocated length, and
-    `past_length` may then be a 0-d tensor. `key_padding` (batch, 1, 1, ≤ keys) covers the first keys."""
-    if key_length is None:
-        key_length = past_length + query_length
-    key_positions = torch.arange(key_length, device=device)
-    query_positions = torch.arange(query_length, device=device) + past_length
-    blocked = key_positions[None, :] > query_positions[:, None]
-    mask = torch.zeros(blocked.shape, dtype=dtype, device=device).masked_fill(blocked, torch.finfo(dtype).min)
-    mask = mask[None, None]
-    if key_padding is not None:
-        missing = key_length - key_padding.shape[-1]
-        if missing > 0:  # keys beyond the given mask are future positions, blocked above
-            key_padding = nn.functional.pad(key_padding, (0, missing))
-        mask = (mask + key_padding[..., :key_length]).clamp(min=torch.finfo(dtype).min)
-    return mask
+def mask_config(config: DeepNMTConfig, output_attentions: bool | None) -> Any:
+    """The config the masks are built for: `config` itself, or an eager view of it when attention weights are
+    asked for (only eager attention returns them; `DeepNMTAttention.attend` switches to it for that call)."""
+    if output_attentions and config._attn_implementation != "eager":
+        return _AttentionView(config, "eager")
+    return config
 
 
 class _Stack(nn.Module):
@@ -526,7 +517,11 @@ class DeepNMTEncoder(_Stack):
         **kwargs: Any,
     ) -> BaseModelOutput | tuple:
         hidden_states = self.embed(input_ids, inputs_embeds)
-        mask = padding_mask(attention_mask, hidden_states.dtype)
+        mask = create_bidirectional_mask(
+            config=mask_config(self.config, output_attentions),
+            inputs_embeds=hidden_states,
+            attention_mask=attention_mask,
+        )
         all_hidden = [hidden_states] if output_hidden_states else None
         all_attentions = [] if output_attentions else None
         embedded = hidden_states
@@ -588,42 +583,25 @@ class DeepNMTDecoder(_Stack):
         if self.gradient_checkpointing and self.training and torch.is_grad_enabled():
             use_cache = False  # a checkpointed layer runs twice: a cache would be written twice
         cache = decoder_cache(cache, use_cache, self.config, len(self.schedule))
-        static = is_static(cache)
         past_length = cache.get_seq_length() if cache is not None else 0
         hidden_states = self.embed(input_ids, inputs_embeds, offset=past_length)
-        dtype = hidden_states.dtype
+        masks_for = mask_config(self.config, output_attentions)
         self_mask = None
-        prepared = attention_mask is not None and attention_mask.dim() == 4
-        if self.config.decoder_attention == "self" and prepared:
-            # a ready (batch, 1, queries, keys) mask, as `generate` builds for a static cache: bool (True = attend)
-            # or additive
-            self_mask = (
-                torch.zeros(attention_mask.shape, dtype=dtype, device=attention_mask.device).masked_fill(
-                    ~attention_mask, torch.finfo(dtype).min
-                )
-                if attention_mask.dtype == torch.bool
-                else attention_mask.to(dtype)
-            )
-            attention_mask = None
-        elif self.config.decoder_attention == "self":
-            key_length = None
-            if static:
-                # attention runs over the whole pre-allocated cache; unfilled slots are future positions
-                key_length = cache.self_attention_cache.layers[0].max_cache_len
-            self_mask = causal_mask(
-                hidden_states.shape[1],
-                past_length,
-                dtype,
-                hidden_states.device,
-                padding_mask(attention_mask, dtype),
-                key_length,
-            )
-        elif prepared:
+        if self.config.decoder_attention == "self":
+            # positional: the cache argument is `cache` from 5.24 on, `past_key_values` before
+            self_half = self_attention_half(cache) if cache is not None else None
+            self_mask = create_causal_mask(masks_for, hidden_states, attention_mask, self_half)
+        elif attention_mask is not None and attention_mask.dim() != 2:
             raise ValueError(
                 "decoder_attention='merged' (MAtt) needs a (batch, length) decoder_attention_mask marking target "
                 f"padding, got shape {tuple(attention_mask.shape)}"
             )
-        cross_mask = padding_mask(encoder_attention_mask, dtype)
+        cross_mask = create_bidirectional_mask(
+            config=masks_for,
+            inputs_embeds=hidden_states,
+            attention_mask=encoder_attention_mask,
+            encoder_hidden_states=encoder_hidden_states,
+        )
         all_hidden = [hidden_states] if output_hidden_states else None
         self_attentions = [] if output_attentions else None
         cross_attentions = [] if output_attentions else None
@@ -636,7 +614,11 @@ class DeepNMTDecoder(_Stack):
         for application, owned in enumerate(self.schedule):
             if application in self.reinject_at:
                 hidden_states = hidden_states + embedded  # eq. 7: B_t = B_{t-1}^out + x
-            drop = self.training and application < drop_layers and bool(torch.rand(()) < drop_rate)
+            drop = False
+            if self.training and application < drop_layers and 0.0 < drop_rate < 1.0:
+                # drop-net (deep-decoder-cad-crt sec. 4.1), drawn as a tensor: no graph break under torch.compile;
+                # rate 1 needs no draw (the lowest layers own no cross-attention), rate 0 never drops
+                drop = torch.rand((), device=hidden_states.device) < drop_rate
             output, self_weights, cross_weights = self.layers[owned](
                 hidden_states,
                 self_mask,
@@ -673,8 +655,9 @@ class DeepNMTPreTrainedModel(PreTrainedModel):
     main_input_name = "input_ids"
     supports_gradient_checkpointing = True
     _supports_sdpa = True
-    _supports_flash_attn = False
-    _supports_flex_attn = False
+    _supports_flash_attn = True
+    _supports_flex_attn = True
+    _can_compile_fullgraph = True  # generate compiles static-cache decoding (MAtt refuses a static cache)
     _no_split_modules = ["DeepNMTEncoderLayer", "DeepNMTDecoderLayer"]
 
     @torch.no_grad()
