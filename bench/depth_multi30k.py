@@ -676,6 +676,11 @@ def main() -> None:
     parser.add_argument("--seeds", nargs="+", type=int, default=[1], help="seeds of the --only rows")
     parser.add_argument("--reuse", action="store_true", help="resume unfinished runs from their last epoch")
     parser.add_argument("--report-only", action="store_true", help="rebuild table and plots from the records")
+    parser.add_argument(
+        "--pilot",
+        action="store_true",
+        help="pilot report: rows recorded at several budgets (--epochs: the one chosen)",
+    )
     parser.add_argument("--quick", action="store_true", help="smoke test: d 32, 2 epochs, 1000 pairs")
     parser.add_argument("--jobs", type=int, default=2, help="models trained at once (one thread each)")
     parser.add_argument(
@@ -717,6 +722,10 @@ def main() -> None:
         from depth_report import report
 
         report(args)
+    elif args.pilot:
+        from depth_report import pilot_report
+
+        pilot_report(args)
     else:
         orchestrate(args)
 
