@@ -1,35 +1,59 @@
-"""Depth that pays? Every deep variant against the 6-6 models on Multi30k en→de at equal epochs.
+"""Depth that pays? Each paper's claim on Multi30k en→de, every row trained to the end of one annealed budget.
 
-Each model trains with its paper's recipe (deep_nmt_hf.recipes: optimizer, β's, ε, clipping, dropouts, label
-smoothing, embedding sharing, beam and length penalty, averaging) for the same number of epochs: at most
-`--epochs` (12), stopping early for every model by the same rule — validation loss not improved for `--patience`
-(2) epochs. What the papers set for WMT-size batches is scaled to Multi30k for every model alike: token batches of
-`--max-tokens` (fairseq's --max-tokens), peak learning rate `--learning-rate` after `--warmup-steps`; every model at
-width `--d-model`. The 6-6 baselines train with the recipe of the paper they are the baseline of (post-LN 6-6: the
-ADMIN recipe without ω; pre-LN 6-6: the DLCL recipe without layer aggregation); stock MarianMTModel with the
-project's pre-#14 `marian` recipe.
+Rows (`MODELS`) pair each claim's counterfactual with its claimed model: post-LN 18-6 trained the default way
+against ADMIN 18-6 and DeepNorm 18-6 (and the 36-6 trio); post-LN 18-6 against pre-LN 18-6 and pre-LN DLCL 18-6;
+MAtt 18-6 with and without DS-Init; a plain pre-LN 6-12 decoder against the one with CAD + DDR + ALD; the
+shared-layers model against the unshared one with as many layer applications; the 6-6 models and stock
+MarianMTModel 6-6. Each row trains with its paper's recipe (deep_nmt_hf.recipes: optimizer, β's, ε, clipping,
+dropouts, label smoothing, embedding sharing, beam, length penalty, averaging).
 
-After every epoch: validation loss and validation BLEU (beam 4, `--valid-sentences` sentences). At the end:
-test_2016_flickr BLEU / chrF / TER (sacreBLEU, signatures) of the best-validation-loss epoch checkpoint and of the
-average of the last `--average` epoch checkpoints (the papers report averaged models); both models are saved with
-the tokenizer (``~/.cache/deep_nmt_bench/depth-runs/NAME/best`` and ``.../averaged``; $DEEP_NMT_BENCH_CACHE moves it) and load with AutoModelForSeq2SeqLM.
+What is scaled to Multi30k (the same rule for every row):
+- Budget and schedule: every row trains `--epochs` (20) epochs: the recipe's warmup, then the learning rate
+  decays linearly to 0 at the last epoch (Transformers' "linear" schedule; fairseq's polynomial_decay with power 1
+  and end learning rate 0). The papers' inverse-sqrt schedule never anneals: under it the 6-6 models were still
+  improving at epoch 29 (issue #27), so "best" meant "last" and a fixed budget ranked speed of convergence. A
+  budget that ends at learning rate 0 ends annealed, its last epochs flat, whatever the row. `--schedule cosine`
+  decays by a half cosine instead; `--patience N` also stops a row after N epochs without a better validation loss
+  (0, the default: never). The budget itself is chosen from a pilot of the 6-6 rows at several budgets
+  (`--pilot`).
+- Batches: one size for every row, `--max-tokens` (1536) padded tokens per side, fairseq's --max-tokens. The
+  papers' updates of 25k-65k target tokens would give 8-20 updates an epoch on Multi30k's 29k pairs (about 500k
+  target tokens); 1536 gives about 500.
+- Learning rate: each recipe's peak as its paper sets it (ADMIN 1e-3, DLCL's deep models 2e-3, DS-Init + MAtt and
+  the deep decoder 7e-4, ...); a row's own override sits in `Row.options` with the reason in `Row.why`.
+- Warmup: each recipe's warmup steps × `--warmup-scale` (0.1): ADMIN's 4000 → 400, DLCL's deep 16000 → 1600, so
+  the recipes keep their warmups relative to each other, at a tenth of updates counted for WMT runs of 100k+.
+- Width `--d-model` (64) for every row; a joint BPE vocabulary of `--vocab-size` (4000).
 
-Every model trains in its own process with one torch thread, `--jobs` at once; its Trainer checkpoints (one per
-epoch), per-epoch record and final result live in ``~/.cache/deep_nmt_bench/depth-runs/NAME/``, so the study spans sittings:
-``--reuse`` keeps finished models and resumes unfinished ones from their last epoch checkpoint. A status line per
-running model shows epochs done, the last validation numbers and the CPU time still to go. The table and plots
-are rebuilt from whatever is cached (``--report-only``).
+After every epoch: validation loss and BLEU (beam 4, `--valid-sentences` sentences). At the end: test_2016_flickr
+BLEU / chrF / TER (sacreBLEU, signatures) of the best-validation-loss epoch checkpoint and of the average of the
+last `--average` epoch checkpoints; per test sentence, sacreBLEU's BLEU statistics (the report's paired bootstrap
+over seeds and sentences needs no translations); the eval-mode token NLL on training and validation pairs and on
+validation pairs with wrong sources (over-fitting gap, source reliance). A run that diverges (non-finite loss) is
+finished too, with the step and the reason in its record.
 
-    python bench/depth_multi30k.py --reuse                  # the study (hours of CPU; resumable)
-    python bench/depth_multi30k.py --reuse --only admin-18-6  # one model
-    python bench/depth_multi30k.py --report-only            # table + plots from the cached runs
-    python bench/depth_multi30k.py --quick                  # smoke test: d 32, 2 epochs, 1000 pairs
+Operation: `plan()` orders the work so that every sitting leaves a valid partial report: first every row of
+FIRST_PASS with seed 1 (each claim's counterfactual beside its claimed row), then seeds 2 and 3 of the HEADLINE
+rows and of the best deep row. Every run trains in its own process with one torch thread at nice 19, `--jobs` at
+once; its Trainer checkpoints (one per epoch), logs and saved models (best, averaged; they load with
+AutoModelForSeq2SeqLM) live in ``~/.cache/deep_nmt_bench/depth-annealed/e{EPOCHS}/ROW/seed{S}/``
+($DEEP_NMT_BENCH_CACHE moves it), so the study spans sittings: ``--reuse`` resumes unfinished runs from their last
+epoch checkpoint (end the workers before CI or timing benches run on the machine). Each finished run writes its
+record, numbers only, to ``bench/results/depth_multi30k/e{EPOCHS}/ROW/seed{S}.json`` (committed); the report
+(bench/depth_report.py) is rebuilt from the records.
+
+    nice -n 19 python bench/depth_multi30k.py --reuse           # the plan (25-30 CPU-hours; resumable)
+    python bench/depth_multi30k.py --reuse --only admin-18-6 --seeds 1 2 3
+    python bench/depth_multi30k.py --report-only                # bench/results/depth_multi30k.{md,json,png}
+    python bench/depth_multi30k.py --pilot                      # rows recorded at several --epochs budgets
+    python bench/depth_multi30k.py --quick                      # smoke test: d 32, 2 epochs, 1000 pairs
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -54,9 +78,11 @@ from deep_nmt_hf.atomic import atomic_write
 # outside the work tree, so that a study spans sittings on the same machine: epoch checkpoints and saved models
 STUDY_CACHE = Path(os.environ.get("DEEP_NMT_BENCH_CACHE", Path.home() / ".cache" / "deep_nmt_bench"))
 RUNS = STUDY_CACHE / "depth-annealed"
+QUICK_RUNS = STUDY_CACHE / "depth-annealed-quick"
 # in the work tree: each finished run's record (numbers only: histories, scores, per-sentence BLEU statistics),
 # committed, so the report and the significance tests survive a new machine
 RECORDS = RESULTS / "depth_multi30k"
+QUICK_RECORDS = STUDY_CACHE / "depth-records-quick"  # --quick: smoke-test records stay out of the work tree
 SIX_SIX = {"encoder_layers": 6, "decoder_layers": 6}
 DEEP = {"encoder_layers": 18, "decoder_layers": 6}
 DEEPER = {"encoder_layers": 36, "decoder_layers": 6}
@@ -203,14 +229,26 @@ def _recipe(name: str, args: argparse.Namespace) -> tuple[dict[str, Any], dict[s
     return options, recipe_config(row.recipe)
 
 
+def runs_root(args: argparse.Namespace) -> Path:
+    """Where the runs (checkpoints, logs, saved models) live: RUNS, or QUICK_RUNS with `--quick`."""
+    return QUICK_RUNS if args.quick else RUNS
+
+
+def records_root(args: argparse.Namespace) -> Path:
+    """Where the finished records live: RECORDS (in the work tree), or QUICK_RECORDS with `--quick`. A function
+    of the arguments, not a global switched by main(): depth_report imports this module under its own name, a
+    second copy beside the script's `__main__`."""
+    return QUICK_RECORDS if args.quick else RECORDS
+
+
 def run_dir(name: str, seed: int, args: argparse.Namespace) -> Path:
     """Where NAME's run with SEED keeps its checkpoints, logs and saved models (outside the work tree)."""
-    return RUNS / f"e{args.epochs}" / name / f"seed{seed}"
+    return runs_root(args) / f"e{args.epochs}" / name / f"seed{seed}"
 
 
 def record_path(name: str, seed: int, args: argparse.Namespace) -> Path:
-    """NAME's finished record for SEED in the work tree (committed)."""
-    return RECORDS / f"e{args.epochs}" / name / f"seed{seed}.json"
+    """NAME's finished record for SEED: in the work tree (committed), or under QUICK_RECORDS with `--quick`."""
+    return records_root(args) / f"e{args.epochs}" / name / f"seed{seed}.json"
 
 
 def _epoch_checkpoints(trainer_dir: Path) -> list[tuple[float, Path]]:
@@ -280,9 +318,13 @@ def train_model(name: str, seed: int, args: argparse.Namespace) -> None:
     train_tokens = tokenize_dataset(pairs_dataset(train_pairs), tokenizer, "en", "de", *lengths)
     valid_tokens = tokenize_dataset(pairs_dataset(valid_pairs), tokenizer, "en", "de", *lengths)
 
+    divergence = DivergenceCallback()
+
     class EpochRecord(TrainerCallback):
         """Per epoch: training CPU seconds, mean training loss, grad norm and learning rate, validation loss and
-        BLEU; with `--patience` > 0, stops when the validation loss has not improved for that many epochs."""
+        BLEU; with `--patience` > 0, stops when the validation loss has not improved for that many epochs. After
+        a divergence it cancels the end-of-epoch evaluation and checkpoint that the Trainer's DefaultFlowCallback
+        orders even when training stopped mid-epoch (the DivergenceCallback clears them only on its step)."""
 
         def __init__(self) -> None:
             self.start = 0.0
@@ -291,14 +333,18 @@ def train_model(name: str, seed: int, args: argparse.Namespace) -> None:
         def on_epoch_begin(self, *a: Any, **k: Any) -> None:
             self.start = time.process_time()
 
-        def on_epoch_end(self, *a: Any, **k: Any) -> None:
+        def on_epoch_end(self, targs: Any, state: Any, control: Any, **k: Any) -> None:
             self.cpu = time.process_time() - self.start
+            if divergence.diverged_at is not None:
+                control.should_evaluate = control.should_save = False
 
         def on_evaluate(self, targs: Any, state: Any, control: Any, metrics: Any = None, **k: Any) -> None:
             model_ = k["model"]
             since = history[-1]["epoch"] if history else 0.0
             logs = [e for e in state.log_history if "loss" in e and e.get("epoch", 0) > since + 1e-6]
             norms = [e["grad_norm"] for e in logs if e.get("grad_norm") is not None]
+            # an epoch shorter than logging_steps (--quick) has no log: the scheduler's rate at its end
+            rate = logs[-1].get("learning_rate") if logs else k["lr_scheduler"].get_last_lr()[0]
             cpu = time.process_time()
             hypotheses = translate(model_, tokenizer, [s for s, _ in valid_pairs], num_beams=4, batch_size=64)
             bleu = compute_translation_metrics(hypotheses, [t for _, t in valid_pairs])
@@ -310,7 +356,7 @@ def train_model(name: str, seed: int, args: argparse.Namespace) -> None:
                     "valid_decode_cpu_s": round(time.process_time() - cpu, 1),
                     "train_loss": sum(e["loss"] for e in logs) / len(logs) if logs else None,
                     "grad_norm": sum(norms) / len(norms) if norms else None,
-                    "learning_rate": logs[-1].get("learning_rate") if logs else None,
+                    "learning_rate": rate,
                     "valid_loss": metrics["eval_loss"],
                     "valid_bleu": bleu["bleu"],
                 }
@@ -346,7 +392,7 @@ def train_model(name: str, seed: int, args: argparse.Namespace) -> None:
         disable_tqdm=True,
         dataloader_num_workers=0,
     )
-    callbacks: list[Any] = [EpochRecord(), DivergenceCallback()]
+    callbacks: list[Any] = [EpochRecord(), divergence]
     if getattr(model.config, "residual_scaling", None) == "admin":
         callbacks.append(AdminProfilingCallback(seed=seed))
 
@@ -372,7 +418,11 @@ def train_model(name: str, seed: int, args: argparse.Namespace) -> None:
     )
     if not history or len(history) < args.epochs and not _stopped(history, args.patience):
         trainer.train(resume_from_checkpoint=str(resume) if resume else None)
-    finish(name, seed, args, tokenizer, history, model, options)
+    diverged = None
+    if divergence.diverged_at is not None:
+        step, loss = divergence.diverged_at
+        diverged = {"step": step, "loss": loss, "reason": divergence.reason}
+    finish(name, seed, args, tokenizer, history, model, options, diverged)
 
 
 def _stopped(history: list[dict[str, Any]], patience: int) -> bool:
@@ -380,31 +430,57 @@ def _stopped(history: list[dict[str, Any]], patience: int) -> bool:
     return patience > 0 and bool(losses) and len(losses) - 1 - losses.index(min(losses)) >= patience
 
 
-def bleu_statistics(hypotheses: list[str], references: list[str]) -> list[list[int]]:
-    """Per test sentence: sacreBLEU's BLEU sufficient statistics (hypothesis length, reference length, matched and
-    total n-grams for n = 1..4): corpus BLEU of any resample of sentences (and seeds) is computed from their sums,
-    so the significance tests need no translation text."""
-    from sacrebleu.metrics import BLEU
-
-    return [[int(x) for x in stats] for stats in BLEU()._extract_corpus_statistics(hypotheses, [references])]
-
-
 def finish(
-    name: str, seed: int, args: argparse.Namespace, tokenizer: Any, history: list, model: Any, options: dict
+    name: str,
+    seed: int,
+    args: argparse.Namespace,
+    tokenizer: Any,
+    history: list,
+    model: Any,
+    options: dict,
+    diverged: dict | None = None,
 ) -> None:
     """Score the best-validation epoch checkpoint and the average of the last `--average` ones on test; save
-    both models; measure the diagnosis (over-fitting gap, source reliance) on the averaged model; write the
-    record to the work tree."""
+    both models; measure the diagnosis (over-fitting gap, source reliance) on both; write the record to the work
+    tree. A run that diverged (`diverged`: step, loss, reason) is finished too, a result the ADMIN and DLCL papers
+    report: scored on its checkpoints before the divergence, or, when it diverged before the first one, recorded
+    with `test` and `nll` null."""
     import torch
 
     from deep_nmt_hf.averaging import average_weights
+    from deep_nmt_hf.significance import bleu_statistics
     from deep_nmt_hf.training import translate
     from deep_nmt_hf.training.metrics import compute_translation_metrics
 
     here = run_dir(name, seed, args)
     checkpoints = _epoch_checkpoints(here / "trainer")
+    row = MODELS[name]
+    record = {
+        "name": name,
+        "seed": seed,
+        "description": row.description,
+        "variant": row.variant,
+        "recipe": row.recipe,
+        "baseline": row.baseline,
+        "options": {k: options[k] for k in ("learning_rate", "warmup_steps", "num_beams", "length_penalty")},
+        "num_parameters": int(model.num_parameters()),
+        "epochs": history[-1]["epoch"] if history else 0.0,
+        "best_epoch": None,
+        "history": history,
+        "test": None,
+        "nll": None,
+        "settings": settings(args),
+        "saved": str(here),
+        "diverged": diverged,
+    }
+    if not checkpoints or not history:
+        if diverged is None:
+            raise RuntimeError(f"{name} seed {seed}: no epoch checkpoint in {here / 'trainer'} to score")
+        _write_json(here / "result.json", record)
+        _write_json(record_path(name, seed, args), record)
+        return
     by_epoch = {epoch: path for epoch, path in checkpoints}
-    best = min(history, key=lambda e: e["valid_loss"])
+    best = min(history, key=lambda e: e["valid_loss"] if math.isfinite(e["valid_loss"]) else math.inf)
     test_pairs = multi30k_pairs("test_2016_flickr", limit=args.max_test_samples)
     sources, references = [s for s, _ in test_pairs], [t for _, t in test_pairs]
     scores, nll = {}, {}
@@ -438,24 +514,7 @@ def finish(
         shutil.rmtree(out, ignore_errors=True)
         model.save_pretrained(out)
         tokenizer.save_pretrained(out)
-    row = MODELS[name]
-    record = {
-        "name": name,
-        "seed": seed,
-        "description": row.description,
-        "variant": row.variant,
-        "recipe": row.recipe,
-        "baseline": row.baseline,
-        "options": {k: options[k] for k in ("learning_rate", "warmup_steps", "num_beams", "length_penalty")},
-        "num_parameters": int(model.num_parameters()),
-        "epochs": history[-1]["epoch"],
-        "best_epoch": best["epoch"],
-        "history": history,
-        "test": scores,
-        "nll": nll,
-        "settings": settings(args),
-        "saved": str(here),
-    }
+    record |= {"best_epoch": best["epoch"], "test": scores, "nll": nll}
     _write_json(here / "result.json", record)
     _write_json(record_path(name, seed, args), record)
 
@@ -617,6 +676,11 @@ def main() -> None:
     parser.add_argument("--seeds", nargs="+", type=int, default=[1], help="seeds of the --only rows")
     parser.add_argument("--reuse", action="store_true", help="resume unfinished runs from their last epoch")
     parser.add_argument("--report-only", action="store_true", help="rebuild table and plots from the records")
+    parser.add_argument(
+        "--pilot",
+        action="store_true",
+        help="pilot report: rows recorded at several budgets (--epochs: the one chosen)",
+    )
     parser.add_argument("--quick", action="store_true", help="smoke test: d 32, 2 epochs, 1000 pairs")
     parser.add_argument("--jobs", type=int, default=2, help="models trained at once (one thread each)")
     parser.add_argument(
@@ -649,8 +713,6 @@ def main() -> None:
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.quick:
-        global RUNS, RECORDS
-        RUNS, RECORDS = STUDY_CACHE / "depth-annealed-quick", STUDY_CACHE / "depth-records-quick"
         args.d_model, args.epochs, args.max_train_samples = 32, 2, 1000
         args.valid_sentences, args.max_test_samples, args.average = 40, 40, 2
         args.warmup_scale, args.status_every = 0.005, 30.0
@@ -660,6 +722,10 @@ def main() -> None:
         from depth_report import report
 
         report(args)
+    elif args.pilot:
+        from depth_report import pilot_report
+
+        pilot_report(args)
     else:
         orchestrate(args)
 

@@ -1,0 +1,1157 @@
+"""The report of the depth study (bench/depth_multi30k.py): table, each paper's claim with a verdict, curves.
+
+`report(args)` reads every record of the `--epochs` budget (bench/results/depth_multi30k/e{E}/ROW/seed{S}.json;
+with `--quick` the smoke-test records) and writes bench/results/depth_multi30k.{md,json,png} (quick:
+depth_multi30k.quick.*): progress, settings, the table (mean ± sd over seeds), the claims with the paper's own
+number beside each verdict, every comparison's paired bootstrap over seeds and sentences with Holm's correction
+across all of them, what is not finished and its CPU cost. `pilot_report(args)` compares the rows recorded at
+several budgets (bench/results/depth_multi30k_pilot.*), the measurement the budget is chosen from.
+
+The functions between loading and writing are pure (records in, numbers and text out), so
+tests/test_depth_report.py runs them on synthetic records.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import depth_multi30k as study
+from common import RESULTS, markdown_table, write_results
+
+from deep_nmt_hf.significance import holm, seeded_paired_bootstrap
+
+SLOPE_EPOCHS = 3  # the valid-loss slope is fitted over the last this many epochs
+FLAT = 0.005  # nats per epoch: |slope| below it is "flat"
+ALPHA = 0.05  # a difference is significant when its Holm-adjusted p is below it
+CLOSE_MARGIN = 1.0  # BLEU: "close" (shared layers) when the 95% CI of the deficit stays above −CLOSE_MARGIN
+COLLAPSE_SHARE = 0.5  # a row fails when its source reliance is below this share of its 6-6 reference's
+SRC_FLOOR = 0.5  # nats: the failure floor of source reliance where the 6-6 reference has no record (or is it)
+N_SAMPLES = 1000  # bootstrap resamples
+BEST_DEEP = "best deep row"  # the claimed row of the Marian comparison, resolved from the records
+
+PAPERS = {
+    "admin": "ADMIN — Liu et al. 2020, Very Deep Transformers for Neural Machine Translation "
+    "(../shared/papers/admin-very-deep-transformers-nmt.txt)",
+    "dlcl": "DLCL — Wang et al. 2019, Learning Deep Transformer Models for Machine Translation "
+    "(../shared/papers/prenorm-dlcl.txt)",
+    "dsinit": "DS-Init + MAtt — Zhang et al. 2019, Improving Deep Transformer with Depth-Scaled Initialization "
+    "and Merged Attention (../shared/papers/dsinit-merged-attention.txt)",
+    "decoder": "Deep decoder — cross-attention drop (CAD) and collapse reducing training (CRT: DDR + ALD) "
+    "(../shared/papers/deep-decoder-cad-crt.txt)",
+    "shared": "Shared layers — recurrent stacking of shared layers (../shared/papers/recurrent-shared-layers.txt)",
+    "marian": "Depth against stock MarianMTModel 6-6 (no paper claims it: a finding either way)",
+}
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One claim of a paper as this study tests it: `system` against `baseline` under `rule` ("better",
+    "fails-or-behind", "collapses", "close"), with the paper's own number (`paper`, quoted with its table)."""
+
+    paper: str
+    text: str
+    system: str
+    baseline: str
+    rule: str
+    paper_number: str
+
+
+ADMIN_TABLE_1 = "Table 1 (WMT'14 En-De): 60L-12L Default: 'diverge'; 60L-12L ADMIN 30.1 BLEU"
+CLAIMS = (
+    Claim(
+        "admin",
+        "post-LN 18-6 trained the default way fails (diverges or stops reading the source) or falls behind post-LN 6-6",
+        "post-18-6",
+        "post-6-6",
+        "fails-or-behind",
+        f"{ADMIN_TABLE_1}; sec. 4: Default's 'gradients hit NaN, and the resulting model is not better than a "
+        "random model'",
+    ),
+    Claim(
+        "admin",
+        "post-LN 36-6 trained the default way fails or falls behind post-LN 6-6",
+        "post-36-6",
+        "post-6-6",
+        "fails-or-behind",
+        ADMIN_TABLE_1,
+    ),
+    Claim(
+        "admin", "ADMIN 18-6 beats default post-LN 18-6", "admin-18-6", "post-18-6", "better", ADMIN_TABLE_1
+    ),
+    Claim(
+        "admin",
+        "DeepNorm 18-6 (ADMIN's recipe) beats default post-LN 18-6",
+        "deepnorm-18-6",
+        "post-18-6",
+        "better",
+        f"the DeepNet paper (Wang et al. 2022) is not in ../shared/papers; the claim is ADMIN's {ADMIN_TABLE_1}",
+    ),
+    Claim(
+        "admin", "ADMIN 36-6 beats default post-LN 36-6", "admin-36-6", "post-36-6", "better", ADMIN_TABLE_1
+    ),
+    Claim(
+        "admin",
+        "DeepNorm 36-6 beats default post-LN 36-6",
+        "deepnorm-36-6",
+        "post-36-6",
+        "better",
+        "as for DeepNorm 18-6: ADMIN's " + ADMIN_TABLE_1,
+    ),
+    Claim(
+        "admin",
+        "depth pays with ADMIN: ADMIN 18-6 beats post-LN 6-6",
+        "admin-18-6",
+        "post-6-6",
+        "better",
+        "Table 1 (En-De): 60L-12L ADMIN 30.1 vs 6L-6L Default 27.6, Δ +2.5 BLEU (En-Fr: +2.5), 'statistically "
+        "significant (p < 0.05) with a 1000-sample bootstrap test (Clark et al., 2011)'",
+    ),
+    Claim(
+        "admin",
+        "depth pays with ADMIN: ADMIN 36-6 beats post-LN 6-6",
+        "admin-36-6",
+        "post-6-6",
+        "better",
+        "Table 1 (En-De): 60L-12L ADMIN vs 6L-6L Default, Δ +2.5 BLEU; Table 3: 36L-36L tied with 60L-12L (En-Fr)",
+    ),
+    Claim(
+        "dlcl",
+        "deep post-norm fails where pre-norm trains: pre-LN 18-6 beats post-LN 18-6",
+        "pre-18-6",
+        "post-18-6",
+        "better",
+        "Table 1 (WMT14 En-De): post-norm Transformer-deep (20L) 'failed', pre-norm 20L 28.9; Table 2 (16L, "
+        "WMT16 En-De): post-norm Transformer 'failed', pre-norm 28.0",
+    ),
+    Claim(
+        "dlcl",
+        "pre-norm gains from depth: pre-LN 18-6 beats pre-LN 6-6",
+        "pre-18-6",
+        "pre-6-6",
+        "better",
+        "Table 1: pre-norm Transformer-deep (20L) 28.9 vs Transformer (Base) 27.1, Δ +1.8 BLEU",
+    ),
+    Claim(
+        "dlcl",
+        "DLCL adds to the deep pre-norm model: DLCL 18-6 beats pre-LN 18-6",
+        "dlcl-18-6",
+        "pre-18-6",
+        "better",
+        "Table 2 (16L): pre-norm DLCL 28.2 vs pre-norm Transformer 28.0, Δ +0.2 BLEU; Table 1: DLCL-deep (30L) "
+        "29.3 vs Transformer-deep (20L) 28.9",
+    ),
+    Claim(
+        "dsinit",
+        "without DS-Init the deep MAtt model fails, with it it trains: DS-Init + MAtt 18-6 beats MAtt 18-6 (xavier)",
+        "dsinit-matt-18-6",
+        "matt-18-6",
+        "better",
+        "Table 3 (WMT14 En-De): row 10, MAtt with > 12 layers without DS-Init: '-' ('optimization failed'); "
+        "row 16, DS-Init + MAtt 20 layers: 28.67",
+    ),
+    Claim(
+        "dsinit",
+        "DS-Init + MAtt 18-6 beats the 6-layer base model",
+        "dsinit-matt-18-6",
+        "post-6-6",
+        "better",
+        "Table 3: row 16 (DS-Init + MAtt, 20 layers) 28.67 vs row 1 (Base, 6 layers) 27.59, Δ +1.08 BLEU",
+    ),
+    Claim(
+        "decoder",
+        "a deep decoder without CAD + CRT collapses: it stops reading the source",
+        "deep-decoder-6-12-plain",
+        "pre-6-6",
+        "collapses",
+        "Table 1 (WMT14 En-De, BASE): DEEP 15-15 0.55 BLEU, DEEP 27-27 0.31; sec. 3.2: with more decoder layers "
+        "BLEU 'increased at first and eventually declined to a very low level' (Figure 1)",
+    ),
+    Claim(
+        "decoder",
+        "CAD + CRT beat the plain deep decoder",
+        "deep-decoder-6-12",
+        "deep-decoder-6-12-plain",
+        "better",
+        "Table 1 (BASE): 15-15 DEEP+CAD+CRT 29.09 vs DEEP 0.55; Table 3 (30L): full 29.09, without CAD 1.39",
+    ),
+    Claim(
+        "shared",
+        "shared layers come close to the unshared model with as many layer applications, at far fewer parameters",
+        "shared-18-6",
+        "unshared-18-6",
+        "close",
+        "Table 1 (WMT16 En-De): shared layers (T=4, enc=8, dec=4) 28.8 BLEU at 58M vs the deep 20-6 Transformer "
+        "(Wang et al. 2019) 28.9 at 106M: Δ −0.1 at 55% of the parameters (abstract: 'similar model performance "
+        "... our model parameters are 54.72% of the former')",
+    ),
+    Claim(
+        "marian",
+        "the best deep row beats stock MarianMTModel 6-6",
+        BEST_DEEP,
+        "marian-6-6",
+        "better",
+        "— (the issue's question; the best deep row is chosen after the fact, which Holm's correction does not "
+        "cover)",
+    ),
+)
+RULES = (
+    f"A row **fails** when one of its seeds diverged (non-finite training loss) or when its source reliance "
+    f"(validation NLL with every source replaced by another sentence's, minus the true one; averaged model, mean "
+    f"over seeds) is below {COLLAPSE_SHARE:g} × that of its 6-6 reference (the row its baseline chain ends in: "
+    f"post-6-6, pre-6-6 or marian-6-6; {SRC_FLOOR:g} nats where that has no record): it no longer translates, "
+    "whatever its loss. Every comparison is the paired bootstrap over seeds and test sentences of the averaged "
+    f"models (deep_nmt_hf.significance.seeded_paired_bootstrap, {N_SAMPLES} resamples), and all comparisons of "
+    f"this report are Holm-corrected together; significant means Holm p < {ALPHA:g}. "
+    "**better** (X beats Y): holds when Y fails and X does not, or X is better with Holm p < "
+    f"{ALPHA:g}; does not hold when X fails, or the difference is not significant, or X is worse. "
+    "**fails or falls behind** (default deep post-LN against its 6-6): holds when the deep row fails or is "
+    "significantly worse; does not hold when it trains and is not worse. **collapses** (plain deep decoder): holds "
+    f"when the row fails by the rule above (against pre-6-6); otherwise the paper's collapse is at deeper "
+    f"decoders than this study's, and the claim cannot be tested at this scale. **close** (shared layers): holds "
+    f"when the 95% CI of shared − unshared stays above −{CLOSE_MARGIN:g} BLEU; does not hold when the deficit is "
+    f"larger than {CLOSE_MARGIN:g} BLEU with Holm p < {ALPHA:g}; otherwise cannot be decided at this scale. A "
+    "claim cannot be tested yet while a row it needs has no record, and cannot be tested at this scale when its "
+    "6-6 reference fails too (nothing trains at these settings)."
+)
+
+
+# ---------------------------------------------------------------------------------------------------- records
+def load_records(root: Path, epochs: int) -> dict[str, list[dict[str, Any]]]:
+    """Every record of the `epochs` budget under `root` (e{epochs}/ROW/seed{S}.json), by row in MODELS order
+    (rows no longer in MODELS last), each row's seeds in order."""
+    found: dict[str, list[dict[str, Any]]] = {}
+    for path in sorted((root / f"e{epochs}").glob("*/seed*.json")):
+        record = json.loads(path.read_text())
+        found.setdefault(record["name"], []).append(record)
+    order = list(study.MODELS)
+    names = sorted(found, key=lambda n: (order.index(n) if n in order else len(order), n))
+    return {name: sorted(found[name], key=lambda r: r["seed"]) for name in names}
+
+
+def budgets(root: Path) -> list[int]:
+    """The epoch budgets that have records under `root`, ascending."""
+    return sorted(int(p.name[1:]) for p in root.glob("e*") if p.is_dir() and p.name[1:].isdigit())
+
+
+def valid_slope(history: Sequence[dict[str, Any]], epochs: int = SLOPE_EPOCHS) -> float | None:
+    """Least-squares slope of the validation loss over the last `epochs` epochs, in nats per epoch (None with
+    fewer than two finite values)."""
+    points = [
+        (float(e["epoch"]), float(e["valid_loss"]))
+        for e in history
+        if e.get("valid_loss") is not None and math.isfinite(e["valid_loss"])
+    ][-epochs:]
+    if len(points) < 2:
+        return None
+    mean_x = sum(x for x, _ in points) / len(points)
+    mean_y = sum(y for _, y in points) / len(points)
+    spread = sum((x - mean_x) ** 2 for x, _ in points)
+    return sum((x - mean_x) * (y - mean_y) for x, y in points) / spread
+
+
+def trend(slope: float | None) -> str:
+    """What a slope says: flat when |slope| < FLAT nats per epoch, else still improving (falling) or rising."""
+    if slope is None:
+        return "—"
+    if abs(slope) < FLAT:
+        return "flat"
+    return "still improving" if slope < 0 else "rising"
+
+
+def mean_sd(values: Sequence[float | None]) -> tuple[float | None, float | None]:
+    """Mean and sample standard deviation of the values that are not None (sd None with fewer than two)."""
+    present = [float(v) for v in values if v is not None and math.isfinite(v)]
+    if not present:
+        return None, None
+    return statistics.fmean(present), statistics.stdev(present) if len(present) > 1 else None
+
+
+def _without_statistics(scores: dict[str, Any] | None) -> dict[str, Any] | None:
+    if scores is None:
+        return None
+    return {kind: {k: v for k, v in s.items() if k != "bleu_statistics"} for kind, s in scores.items()}
+
+
+def seed_summary(record: dict[str, Any]) -> dict[str, Any]:
+    """One run's results: test scores (without the per-sentence statistics), NLL and the diagnosis from it,
+    epochs, the valid-loss slope and what it says, CPU time."""
+    history = record.get("history") or []
+    test, nll = record.get("test"), record.get("nll")
+    averaged = (test or {}).get("averaged") or {}
+    best = (test or {}).get("best") or {}
+    nll_avg = (nll or {}).get("averaged") or {}
+    slope = valid_slope(history)
+    train_cpu = [e["train_cpu_s"] for e in history if e.get("train_cpu_s") is not None]
+    all_cpu = [e["train_cpu_s"] + e.get("valid_decode_cpu_s", 0.0) for e in history if e.get("train_cpu_s")]
+    return {
+        "seed": record["seed"],
+        "epochs": record.get("epochs"),
+        "best_epoch": record.get("best_epoch"),
+        "diverged": record.get("diverged"),
+        "test": _without_statistics(test),
+        "nll": nll,
+        "bleu": averaged.get("bleu"),
+        "chrf": averaged.get("chrf"),
+        "ter": averaged.get("ter"),
+        "bleu_best": best.get("bleu"),
+        "length_ratio": averaged.get("length_ratio"),
+        "decode_tokens_per_cpu_s": averaged.get("decode_tokens_per_cpu_s"),
+        "gap": nll_avg["val"] - nll_avg["train"] if nll_avg else None,
+        "src": nll_avg["val_wrong_source"] - nll_avg["val"] if nll_avg else None,
+        "final_valid_loss": history[-1]["valid_loss"] if history else None,
+        "slope": slope,
+        "trend": "diverged" if record.get("diverged") else trend(slope),
+        "train_cpu_s_per_epoch": statistics.fmean(train_cpu) if train_cpu else None,
+        "cpu_s_per_epoch": statistics.fmean(all_cpu) if all_cpu else None,
+        "cpu_hours": sum(all_cpu) / 3600 if all_cpu else None,
+    }
+
+
+SUMMARISED = ("bleu", "chrf", "ter", "bleu_best", "length_ratio", "decode_tokens_per_cpu_s", "gap", "src")
+SUMMARISED += ("final_valid_loss", "slope", "train_cpu_s_per_epoch", "cpu_s_per_epoch", "cpu_hours")
+
+
+def row_summary(name: str, records: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """A row over its seeds: each seed's summary and the mean and sd of every number."""
+    seeds = [seed_summary(r) for r in records]
+    means, sds = {}, {}
+    for key in SUMMARISED:
+        means[key], sds[key] = mean_sd([s[key] for s in seeds])
+    model = study.MODELS.get(name)
+    first = records[0]
+    return {
+        "description": first.get("description"),
+        "recipe": first.get("recipe"),
+        "variant": first.get("variant"),
+        "baseline": first.get("baseline"),
+        "options": first.get("options"),
+        "why": model.why if model else "",
+        "num_parameters": first.get("num_parameters"),
+        "n_seeds": len(records),
+        "diverged": sum(1 for r in records if r.get("diverged")),
+        "trend": trend(means["slope"]),
+        "mean": means,
+        "sd": sds,
+        "seeds": seeds,
+    }
+
+
+def depth(name: str) -> tuple[int, int] | None:
+    """(encoder, decoder) layer applications of a row (shared layers count every repeat), None if unknown."""
+    model = study.MODELS.get(name)
+    if model is None:
+        return None
+    f = model.fields
+    return (
+        f["encoder_layers"] * f.get("encoder_layer_repeats", 1),
+        f["decoder_layers"] * f.get("decoder_layer_repeats", 1),
+    )
+
+
+def reference_row(name: str) -> str:
+    """The 6-6 reference of a row: where its chain of baselines ends (post-6-6, pre-6-6 or marian-6-6)."""
+    seen = {name}
+    while name in study.MODELS and study.MODELS[name].baseline is not None:
+        name = study.MODELS[name].baseline
+        if name in seen:
+            break
+        seen.add(name)
+    return name
+
+
+def failure(name: str, rows: dict[str, dict[str, Any]]) -> str | None:
+    """Why row NAME counts as failed to train (see RULES), or None when it trained."""
+    row = rows[name]
+    if row["diverged"]:
+        return f"{name} diverged in {row['diverged']} of {row['n_seeds']} seeds"
+    src = row["mean"]["src"]
+    if src is None:
+        return None
+    reference = reference_row(name)
+    ref_src = rows[reference]["mean"]["src"] if reference != name and reference in rows else None
+    if ref_src is not None:
+        floor, against = COLLAPSE_SHARE * ref_src, f"{COLLAPSE_SHARE:g} × {reference}'s {ref_src:.2f}"
+    else:
+        floor, against = SRC_FLOOR, f"the floor {SRC_FLOOR:g}"
+    if src < floor:
+        return f"{name} barely reads the source (src {src:.2f} nats < {against})"
+    return None
+
+
+# ------------------------------------------------------------------------------------------------ the claims
+def best_deep_row(rows: dict[str, dict[str, Any]]) -> str | None:
+    """The deep row (more than 6 + 6 layer applications) with the highest mean averaged test BLEU that did not
+    fail, or None."""
+    candidates = {
+        name: row["mean"]["bleu"]
+        for name, row in rows.items()
+        if (d := depth(name)) is not None
+        and sum(d) > 12
+        and row["mean"]["bleu"] is not None
+        and failure(name, rows) is None
+    }
+    return max(candidates, key=candidates.get) if candidates else None
+
+
+def _averaged_statistics(records: Sequence[dict[str, Any]]) -> list[list[list[int]]]:
+    return [
+        r["test"]["averaged"]["bleu_statistics"] for r in records if (r.get("test") or {}).get("averaged")
+    ]
+
+
+def resolve(claim: Claim, rows: dict[str, dict[str, Any]]) -> tuple[str | None, str]:
+    """(system, baseline) of a claim: the best deep row stands in for BEST_DEEP (None while there is none)."""
+    return (best_deep_row(rows) if claim.system == BEST_DEEP else claim.system), claim.baseline
+
+
+def run_comparisons(
+    records: dict[str, list[dict[str, Any]]], claims: Sequence[Claim] = CLAIMS, n_samples: int = N_SAMPLES
+) -> list[dict[str, Any]]:
+    """The paired bootstrap over seeds and sentences (averaged models) of every comparison the claims make whose
+    two rows both have test statistics, then Holm's correction across all of them together."""
+    rows = {name: row_summary(name, recs) for name, recs in records.items()}
+    pairs: list[tuple[str, str]] = []
+    for claim in claims:
+        if claim.rule == "collapses":
+            continue  # a diagnosis of one row, not a BLEU comparison
+        system, baseline = resolve(claim, rows)
+        if system is None or (system, baseline) in pairs:
+            continue
+        if system in records and baseline in records:
+            pairs.append((system, baseline))
+    tests = []
+    for system, baseline in pairs:
+        sys_stats, base_stats = _averaged_statistics(records[system]), _averaged_statistics(records[baseline])
+        if not sys_stats or not base_stats:
+            continue  # a row that diverged before its first checkpoint has no translations
+        result = seeded_paired_bootstrap(base_stats, sys_stats, n_samples=n_samples)
+        tests.append({"system": system, "baseline": baseline, **result})
+    for test, adjusted in zip(tests, holm([t["p_value"] for t in tests]), strict=True):
+        test["p_holm"] = adjusted
+    return tests
+
+
+def _find(tests: Sequence[dict[str, Any]], system: str, baseline: str) -> dict[str, Any] | None:
+    return next((t for t in tests if t["system"] == system and t["baseline"] == baseline), None)
+
+
+def describe_test(test: dict[str, Any]) -> str:
+    """One comparison in words: Δ BLEU with its 95% CI, raw and Holm p, the seeds on each side."""
+    low, high = test["ci95"]
+    return (
+        f"Δ {test['delta']:+.2f} BLEU (95% CI {low:+.2f} … {high:+.2f}), p {test['p_value']:.3g}, Holm p "
+        f"{test['p_holm']:.3g}; seeds {test['system_runs']} vs {test['baseline_runs']}"
+    )
+
+
+def verdict(claim: Claim, rows: dict[str, dict[str, Any]], tests: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The verdict on one claim by RULES: {"paper", "claim", "system", "baseline", "verdict" (holds / does not
+    hold / cannot be tested yet / cannot be tested at this scale), "why", "paper_number", "seeds", "test"}."""
+    system, baseline = resolve(claim, rows)
+    out = {
+        "paper": claim.paper,
+        "claim": claim.text,
+        "system": system,
+        "baseline": baseline,
+        "rule": claim.rule,
+        "paper_number": claim.paper_number,
+        "seeds": None,
+        "test": None,
+    }
+
+    def done(word: str, why: str) -> dict[str, Any]:
+        return out | {"verdict": word, "why": why}
+
+    if system is None:
+        deep = [n for n in rows if (d := depth(n)) is not None and sum(d) > 12]
+        if deep:
+            return done(
+                "cannot be tested at this scale", f"every deep row with a record fails ({', '.join(deep)})"
+            )
+        return done("cannot be tested yet", "no deep row has a record")
+    missing = [n for n in (system, baseline) if n not in rows]
+    if missing:
+        return done("cannot be tested yet", f"no record of {', '.join(missing)}")
+    out["seeds"] = {system: rows[system]["n_seeds"], baseline: rows[baseline]["n_seeds"]}
+    test = _find(tests, system, baseline)
+    out["test"] = test
+    reference = reference_row(baseline)
+    if reference in rows and failure(reference, rows):
+        return done(
+            "cannot be tested at this scale", f"even the 6-6 reference fails: {failure(reference, rows)}"
+        )
+    failed_sys, failed_base = failure(system, rows), failure(baseline, rows)
+    shown = f" ({describe_test(test)})" if test else ""
+    significant = test is not None and test["p_holm"] < ALPHA
+    if claim.rule == "collapses":
+        src = {n: rows[n]["mean"]["src"] for n in (system, baseline)}
+        cad = "deep-decoder-6-12"
+        if cad in rows:
+            src[cad] = rows[cad]["mean"]["src"]
+        shown = ", ".join(f"{n} {v:.2f}" for n, v in src.items() if v is not None)
+        if failed_sys:
+            return done("holds", f"{failed_sys}; source reliance (nats): {shown}")
+        return done(
+            "cannot be tested at this scale",
+            f"{system} reads the source (nats: {shown}); the paper's collapses are at 15 and 27 decoder layers "
+            f"(Table 1), deeper than this study's {depth(system)[1] if depth(system) else '?'}",
+        )
+    if claim.rule == "fails-or-behind":
+        if failed_sys:
+            return done("holds", f"it fails: {failed_sys}" + shown)
+        if test is None:
+            return done("cannot be tested yet", "no test statistics for the comparison")
+        if significant and test["delta"] < 0:
+            return done("holds", "it trains but falls behind" + shown)
+        return done("does not hold", "it trains and is not behind" + shown)
+    if failed_sys and failed_base:
+        return done("does not hold", f"both fail: {failed_sys}; {failed_base}")
+    if failed_sys:
+        return done("does not hold", f"the claimed row fails: {failed_sys}" + shown)
+    if test is None:
+        if failed_base:
+            return done("holds", f"the counterfactual fails ({failed_base}) and the claimed row trains")
+        return done("cannot be tested yet", "no test statistics for the comparison")
+    if claim.rule == "close":
+        ratio = rows[system]["num_parameters"] / rows[baseline]["num_parameters"]
+        params = f"; parameters {ratio:.0%} of {baseline}'s"
+        if test["ci95"][0] > -CLOSE_MARGIN:
+            return done("holds", f"within {CLOSE_MARGIN:g} BLEU" + shown + params)
+        if significant and test["delta"] < -CLOSE_MARGIN:
+            return done("does not hold", f"more than {CLOSE_MARGIN:g} BLEU behind" + shown + params)
+        return done(
+            "cannot be tested at this scale",
+            f"the CI reaches below −{CLOSE_MARGIN:g} BLEU without a significant larger deficit"
+            + shown
+            + params,
+        )
+    if failed_base:
+        return done("holds", f"the counterfactual fails ({failed_base}) and the claimed row trains" + shown)
+    if significant and test["delta"] > 0:
+        return done("holds", "better" + shown)
+    if significant:
+        return done("does not hold", "significantly worse" + shown)
+    return done("does not hold", "no significant difference" + shown)
+
+
+def claim_verdicts(
+    records: dict[str, list[dict[str, Any]]], claims: Sequence[Claim] = CLAIMS, n_samples: int = N_SAMPLES
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(verdicts, comparisons): every claim's verdict, and the Holm-corrected comparisons they rest on."""
+    rows = {name: row_summary(name, recs) for name, recs in records.items()}
+    tests = run_comparisons(records, claims, n_samples)
+    return [verdict(claim, rows, tests) for claim in claims], tests
+
+
+# ------------------------------------------------------------------------------------------ the markdown
+def _cell(mean: float | None, sd: float | None, digits: int = 1, signed: bool = False) -> str:
+    if mean is None:
+        return "—"
+    text = f"{mean:+.{digits}f}" if signed else f"{mean:.{digits}f}"
+    return text + (f" ± {sd:.{digits}f}" if sd is not None else "")
+
+
+def results_table(rows: dict[str, dict[str, Any]]) -> str:
+    """The table: one line per row, numbers as mean ± sd over its seeds."""
+    header = ["row", "recipe", "params (M)", "seeds", "CPU-s/epoch", "BLEU avg", "chrF avg", "TER avg"]
+    header += ["BLEU best", "slope (nats/ep)", "end", "gap", "src", "len", "decode tok/CPU-s"]
+    body = []
+    for name, row in rows.items():
+        m, s = row["mean"], row["sd"]
+        body.append(
+            [
+                name,
+                row["recipe"],
+                f"{row['num_parameters'] / 1e6:.2f}" if row["num_parameters"] else "—",
+                row["n_seeds"],
+                _cell(m["train_cpu_s_per_epoch"], None, 0),
+                _cell(m["bleu"], s["bleu"]),
+                _cell(m["chrf"], s["chrf"]),
+                _cell(m["ter"], s["ter"]),
+                _cell(m["bleu_best"], s["bleu_best"]),
+                _cell(m["slope"], None, 3, signed=True),
+                f"diverged ({row['diverged']}/{row['n_seeds']})" if row["diverged"] else row["trend"],
+                _cell(m["gap"], None, 2, signed=True),
+                _cell(m["src"], None, 2, signed=True),
+                _cell(m["length_ratio"], None, 2),
+                _cell(m["decode_tokens_per_cpu_s"], None, 0),
+            ]
+        )
+    return markdown_table(header, body)
+
+
+def claims_markdown(verdicts: Sequence[dict[str, Any]]) -> str:
+    """Per paper: each claim's verdict, why, the seeds behind it and the paper's own number."""
+    parts = []
+    for paper, title in PAPERS.items():
+        lines = [f"### {title}", ""]
+        for v in (v for v in verdicts if v["paper"] == paper):
+            seeds = ""
+            if v["seeds"]:
+                seeds = " Seeds: " + ", ".join(f"{n} {k}" for n, k in v["seeds"].items()) + "."
+            lines.append(
+                f"- {v['claim']} ({v['system'] or '—'} vs {v['baseline']}): **{v['verdict']}** — {v['why']}."
+                f"{seeds} Paper: {v['paper_number']}."
+            )
+        parts.append("\n".join(lines))
+    return "\n\n".join(parts)
+
+
+def comparisons_table(tests: Sequence[dict[str, Any]]) -> str:
+    header = [
+        "system",
+        "baseline",
+        "seeds",
+        "BLEU system",
+        "BLEU baseline",
+        "Δ BLEU",
+        "95% CI",
+        "p",
+        "Holm p",
+    ]
+    body = [
+        [
+            t["system"],
+            t["baseline"],
+            f"{t['system_runs']} vs {t['baseline_runs']}",
+            f"{t['system_bleu']:.2f}",
+            f"{t['baseline_bleu']:.2f}",
+            f"{t['delta']:+.2f}",
+            f"{t['ci95'][0]:+.2f} … {t['ci95'][1]:+.2f}",
+            f"{t['p_value']:.3g}",
+            f"{t['p_holm']:.3g}",
+        ]
+        for t in tests
+    ]
+    return markdown_table(header, body)
+
+
+def remaining(
+    planned: Sequence[tuple[str, int]],
+    records: dict[str, list[dict[str, Any]]],
+    epochs: int,
+    partial: dict[tuple[str, int], int] | None = None,
+) -> list[dict[str, Any]]:
+    """The planned runs without a record, each with its CPU-hours still to go: (epochs − epochs already done) ×
+    the mean CPU-s per epoch (training + validation decoding) of the finished rows of the same depth, or None
+    (unknown) where no finished row has that depth."""
+    partial = partial or {}
+    per_depth: dict[tuple[int, int], list[float]] = {}
+    for name, recs in records.items():
+        for r in recs:
+            for e in r.get("history") or []:
+                if e.get("train_cpu_s") is not None and depth(name) is not None:
+                    value = e["train_cpu_s"] + e.get("valid_decode_cpu_s", 0.0)
+                    per_depth.setdefault(depth(name), []).append(value)
+    done = {(name, r["seed"]) for name, recs in records.items() for r in recs}
+    left = []
+    for name, seed in planned:
+        if (name, seed) in done:
+            continue
+        measured = per_depth.get(depth(name)) if depth(name) else None
+        epochs_done = partial.get((name, seed), 0)
+        cpu_s = statistics.fmean(measured) if measured else None
+        hours = (epochs - epochs_done) * cpu_s / 3600 if cpu_s is not None else None
+        left.append(
+            {
+                "row": name,
+                "seed": seed,
+                "epochs_done": epochs_done,
+                "cpu_s_per_epoch": cpu_s,
+                "cpu_hours": hours,
+            }
+        )
+    return left
+
+
+def _hours(hours: float) -> str:
+    return f"{hours:.1f} CPU-hours" if hours >= 0.1 else f"{60 * hours:.1f} CPU-minutes"
+
+
+def not_finished_markdown(left: Sequence[dict[str, Any]]) -> str:
+    """One line per row: the seeds still to run and their CPU cost (measured per epoch at the row's depth)."""
+    lines = []
+    for name in dict.fromkeys(x["row"] for x in left):
+        runs = [x for x in left if x["row"] == name]
+        seeds = ", ".join(
+            f"{x['seed']}" + (f" ({x['epochs_done']} epochs done)" if x["epochs_done"] else "") for x in runs
+        )
+        if all(x["cpu_hours"] is not None for x in runs):
+            at = "-".join(map(str, depth(name)))
+            cost = (
+                f"≈ {_hours(sum(x['cpu_hours'] for x in runs))} "
+                f"({runs[0]['cpu_s_per_epoch']:.0f} CPU-s/epoch measured at depth {at})"
+            )
+        else:
+            cost = "cost unknown: no finished row of this depth"
+        lines.append(f"- {name}: seed{'s' if len(runs) > 1 else ''} {seeds}; {cost}")
+    return "\n".join(lines)
+
+
+def progress(
+    planned: Sequence[tuple[str, int]],
+    records: dict[str, list[dict[str, Any]]],
+    left: Sequence[dict[str, Any]],
+) -> str:
+    """What has finished and what is left, in a paragraph."""
+    finished = [(n, r["seed"]) for n, recs in records.items() for r in recs]
+    first = [n for n in study.FIRST_PASS if any(r["seed"] == 1 for r in records.get(n, []))]
+    extra = [(n, s) for n, s in planned if s != 1]
+    extra_done = [(n, s) for n, s in extra if (n, s) in set(finished)]
+    running = [
+        f"{x['row']} seed {x['seed']} ({x['epochs_done']} epochs done)" for x in left if x["epochs_done"]
+    ]
+    known = [x["cpu_hours"] for x in left if x["cpu_hours"] is not None]
+    unknown = [f"{x['row']} seed {x['seed']}" for x in left if x["cpu_hours"] is None]
+    text = (
+        f"**Progress.** {len(finished)} runs finished: the first pass (seed 1) has {len(first)} of "
+        f"{len(study.FIRST_PASS)} rows, the extra seeds {len(extra_done)} of {len(extra)} planned"
+        f"{' (' + ', '.join(f'{n} seed {s}' for n, s in extra_done) + ')' if extra_done else ''}. "
+    )
+    if not left:
+        return text + "Nothing of the plan is left."
+    text += f"Left: {len(left)} runs"
+    if known:
+        text += f", about {_hours(sum(known))} for the {len(known)} whose depth has been measured"
+    if unknown:
+        text += f"{', and' if known else ':'} {len(unknown)} of a depth not measured yet (cost unknown)"
+    text += "."
+    if running:
+        text += f" Started and resumable: {', '.join(running)}."
+    return text
+
+
+def settings_markdown(
+    settings: dict[str, Any], rows: dict[str, dict[str, Any]], args: argparse.Namespace
+) -> str:
+    """The settings paragraph, then each row's learning rate and warmup and why a row overrides its recipe."""
+    s = settings
+    stopping = "no early stopping"
+    if s.get("patience"):
+        stopping = f"stopped after {s['patience']} epochs without a better validation loss"
+    text = (
+        f"Every row trains {s['epochs']} epochs with its paper's recipe (deep_nmt_hf.recipes): the recipe's warmup "
+        f"× {s['warmup_scale']:g}, then the learning rate decays {s['schedule']}ly to 0 at the last epoch "
+        f"(fairseq's polynomial_decay with power 1 for linear), so every run ends annealed; "
+        f"{stopping}. "
+        f"One batch size for every row: ≤ {s['max_tokens']} padded tokens per side (the papers' 25k-65k-token "
+        "updates would give 8-20 updates an epoch on Multi30k's 29k pairs). Width d_model "
+        f"{s['d_model']}, a joint BPE vocabulary of {s['vocab_size']}, sentences ≤ {s['max_length']} tokens"
+        f"{', the first ' + str(s['max_train_samples']) + ' training pairs' if s.get('max_train_samples') else ''}. "
+        f"Validation after every epoch: loss (the training loss: label-smoothed) and BLEU (beam 4) on "
+        f"{s['valid_sentences']} sentences. Test: test_2016_flickr"
+        f"{' (first ' + str(s['max_test_samples']) + ' sentences)' if s.get('max_test_samples') else ''}, the "
+        f"recipe's beam and length penalty, on the best-validation-loss epoch checkpoint (best) and the average of "
+        f"the last {s['average']} epoch checkpoints (avg, the papers' protocol); sacreBLEU BLEU / chrF / TER."
+    )
+    lines = ["", "", "Learning rate and warmup (after scaling) per row:", ""]
+    for name in study.MODELS:
+        if name in rows and rows[name]["options"]:
+            options = rows[name]["options"]
+        else:
+            options, _ = study._recipe(name, args)
+        why = study.MODELS[name].why
+        lines.append(
+            f"- {name} ({study.MODELS[name].recipe}): lr {options['learning_rate']:g}, warmup "
+            f"{options['warmup_steps']} steps" + (f" — override: {why}" if why else "")
+        )
+    return text + "\n".join(lines)
+
+
+COLUMNS = (
+    "Columns: params in millions; seeds = runs behind the row; CPU-s/epoch = training CPU seconds per epoch "
+    "(one thread); BLEU / chrF / TER of the averaged model (avg) and BLEU of the best-validation checkpoint (best), "
+    "mean ± sd over seeds; slope = least-squares slope of the validation loss over the last "
+    f"{SLOPE_EPOCHS} epochs, nats per epoch, mean over seeds; end = flat when |slope| < {FLAT:g} nats/epoch, "
+    "otherwise still improving (falling) or rising; gap = eval-mode token NLL on validation minus training pairs "
+    "(over-fitting); src = validation NLL with every source replaced by another sentence's minus the true one "
+    "(source reliance: near 0, the decoder ignores the source); len = hypothesis / reference length on test (below "
+    "1 BLEU's brevity penalty bites); gap, src and len of the averaged model."
+)
+
+
+def build_report(
+    records: dict[str, list[dict[str, Any]]],
+    args: argparse.Namespace,
+    planned: Sequence[tuple[str, int]],
+    partial: dict[tuple[str, int], int] | None = None,
+    n_samples: int = N_SAMPLES,
+) -> tuple[str, dict[str, Any]]:
+    """(markdown, JSON payload) of the report of `args.epochs` from its records."""
+    rows = {name: row_summary(name, recs) for name, recs in records.items()}
+    verdicts, tests = claim_verdicts(records, CLAIMS, n_samples)
+    left = remaining(planned, records, args.epochs, partial)
+    all_settings = [r["settings"] for recs in records.values() for r in recs if r.get("settings")]
+    settings = {**study.settings(args), **(all_settings[0] if all_settings else {})}
+    differing = sorted({k for s in all_settings for k in s if s.get(k) != settings.get(k)})
+    signatures = sorted(
+        {
+            r["test"][kind][f"{m}_signature"]
+            for recs in records.values()
+            for r in recs
+            if r.get("test")
+            for kind in r["test"]
+            for m in ("bleu", "chrf", "ter")
+        }
+    )
+    markdown = [
+        f"# Depth that pays? Each paper's claim on Multi30k en→de, {args.epochs} annealed epochs",
+        progress(planned, records, left),
+        "## Settings",
+        settings_markdown(settings, rows, args),
+    ]
+    if differing:
+        markdown.append(
+            f"**Warning:** the records differ in {', '.join(differing)}; the numbers mix settings."
+        )
+    markdown += ["## Results", results_table(rows) if rows else "No finished run yet.", COLUMNS]
+    markdown += ["## Claims", RULES, claims_markdown(verdicts)]
+    markdown += [
+        "### Every comparison, Holm-corrected together",
+        comparisons_table(tests) if tests else "None yet.",
+    ]
+    if left:
+        markdown += ["## Not finished yet", not_finished_markdown(left)]
+    if signatures:
+        markdown.append("Signatures: " + "; ".join(f"`{s}`" for s in signatures))
+    payload = {
+        "budget": args.epochs,
+        "settings": settings,
+        "rules": {
+            "text": RULES,
+            "alpha": ALPHA,
+            "flat_nats_per_epoch": FLAT,
+            "slope_epochs": SLOPE_EPOCHS,
+            "close_margin_bleu": CLOSE_MARGIN,
+            "collapse_share": COLLAPSE_SHARE,
+            "src_floor_nats": SRC_FLOOR,
+            "bootstrap_samples": n_samples,
+        },
+        "progress": progress(planned, records, left),
+        "rows": rows,
+        "significance": tests,
+        "claims": verdicts,
+        "not_finished": left,
+    }
+    return "\n\n".join(markdown), payload
+
+
+# -------------------------------------------------------------------------------------------------- plots
+FAMILIES = {
+    "Reds": (
+        "post-6-6",
+        "post-18-6",
+        "admin-18-6",
+        "deepnorm-18-6",
+        "post-36-6",
+        "admin-36-6",
+        "deepnorm-36-6",
+    ),
+    "Blues": ("pre-6-6", "pre-18-6", "dlcl-18-6"),
+    "Greens": ("matt-18-6", "dsinit-matt-18-6"),
+    "Purples": ("deep-decoder-6-12-plain", "deep-decoder-6-12"),
+    "Oranges": ("unshared-18-6", "shared-18-6"),
+    "Greys": ("marian-6-6",),
+}
+
+
+def colour(name: str) -> Any:
+    """Rows of one claim in one colour family (ADMIN reds, DLCL blues, DS-Init greens, deep decoder purples,
+    shared layers oranges, Marian grey), darker further down the family."""
+    import matplotlib
+
+    for cmap, names in FAMILIES.items():
+        if name in names:
+            share = names.index(name) / (len(names) - 1) if len(names) > 1 else 0.6
+            return matplotlib.colormaps[cmap](0.4 + 0.55 * share)
+    return "black"
+
+
+MARKERS = ("o", "s", "^", "D", "v", "P", "X")
+
+
+def line_style(name: str) -> dict[str, Any]:
+    """Colour by claim family, a marker by place in it; dotted: the 6-6 references, dashed: the counterfactual
+    rows (another row's baseline), solid: the claimed rows."""
+    marker = next(
+        (MARKERS[names.index(name) % len(MARKERS)] for names in FAMILIES.values() if name in names), "."
+    )
+    model = study.MODELS.get(name)
+    counterfactual = any(m.baseline == name for m in study.MODELS.values())
+    linestyle = ":" if model is not None and model.baseline is None else "--" if counterfactual else "-"
+    return {"color": colour(name), "marker": marker, "markersize": 4, "linestyle": linestyle}
+
+
+def _per_epoch(
+    records: Sequence[dict[str, Any]], key: str
+) -> tuple[list[float], list[float], list[float], list[float]]:
+    """(epochs, mean, min, max) of history[key] over seeds, epoch by epoch (seeds that have the epoch)."""
+    by_epoch: dict[float, list[float]] = {}
+    for r in records:
+        for e in r.get("history") or []:
+            value = e.get(key)
+            if value is not None and math.isfinite(value):
+                by_epoch.setdefault(float(e["epoch"]), []).append(float(value))
+    epochs = sorted(by_epoch)
+    return (
+        epochs,
+        [statistics.fmean(by_epoch[e]) for e in epochs],
+        [min(by_epoch[e]) for e in epochs],
+        [max(by_epoch[e]) for e in epochs],
+    )
+
+
+def plot(records: dict[str, list[dict[str, Any]]], path: Path, title: str) -> None:
+    """Validation loss per epoch (mean over seeds, min-max shaded), learning rate per epoch (the anneal),
+    validation BLEU against cumulative training CPU-hours, mean gradient norm per epoch."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ((loss, rate), (cost, norm)) = plt.subplots(2, 2, figsize=(13, 9))
+    for name, recs in records.items():
+        style = {**line_style(name), "label": f"{name} ({len(recs)})"}
+        epochs, mean, low, high = _per_epoch(recs, "valid_loss")
+        loss.plot(epochs, mean, **style)
+        loss.fill_between(epochs, low, high, color=style["color"], alpha=0.2, linewidth=0)
+        epochs, mean, _, _ = _per_epoch(recs, "learning_rate")
+        rate.plot(epochs, mean, **style)
+        epochs, mean, _, _ = _per_epoch(recs, "grad_norm")
+        norm.plot(epochs, mean, **style)
+        hours: dict[int, list[float]] = {}
+        bleu: dict[int, list[float]] = {}
+        for r in recs:
+            total = 0.0
+            for i, e in enumerate(r.get("history") or []):
+                total += e.get("train_cpu_s") or 0.0
+                if e.get("valid_bleu") is not None:
+                    hours.setdefault(i, []).append(total / 3600)
+                    bleu.setdefault(i, []).append(e["valid_bleu"])
+        index = sorted(hours)
+        cost.plot(
+            [statistics.fmean(hours[i]) for i in index], [statistics.fmean(bleu[i]) for i in index], **style
+        )
+    loss.set(
+        xlabel="epoch", ylabel="validation loss (label-smoothed)", title="validation loss (seeds: min-max)"
+    )
+    rate.set(
+        xlabel="epoch",
+        ylabel="learning rate (last logged in the epoch)",
+        title="learning rate: the anneal",
+    )
+    cost.set(
+        xlabel="training CPU-hours", ylabel="validation BLEU (beam 4)", title="BLEU against training cost"
+    )
+    norm.set(xlabel="epoch", ylabel="mean gradient norm (before clipping)", title="gradient norm per epoch")
+    norm.set_yscale("log")
+    cost.legend(fontsize=7, title="row (seeds)", title_fontsize=7)
+    fig.suptitle(title + "; dotted: the 6-6 references, dashed: counterfactual rows, solid: claimed rows")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+# ------------------------------------------------------------------------------------------------ the report
+def _output_name(base: str, args: argparse.Namespace) -> str:
+    return f"{base}.quick" if args.quick else base
+
+
+def _partial_runs(planned: Sequence[tuple[str, int]], args: argparse.Namespace) -> dict[tuple[str, int], int]:
+    """Epochs done of every planned run that has started (its epochs.json beside its checkpoints)."""
+    done = {}
+    for name, seed in planned:
+        path = study.run_dir(name, seed, args) / "epochs.json"
+        if path.exists():
+            done[(name, seed)] = len(json.loads(path.read_text()))
+    return done
+
+
+def report(args: argparse.Namespace) -> None:
+    """Write bench/results/depth_multi30k.{md,json,png} (with `--quick`: depth_multi30k.quick.*) from the records
+    of the `--epochs` budget."""
+    records = load_records(study.records_root(args), args.epochs)
+    planned = study.plan(argparse.Namespace(**{**vars(args), "only": None}))
+    markdown, payload = build_report(records, args, planned, _partial_runs(planned, args))
+    name = _output_name("depth_multi30k", args)
+    if records:
+        plot(
+            records,
+            RESULTS / f"{name}.png",
+            f"Multi30k en→de, {args.epochs} annealed epochs (mean over seeds)",
+        )
+        markdown += f"\n\n![validation loss, learning rate, BLEU against training CPU-hours, gradient norm]({name}.png)"
+    write_results(name, payload, markdown)
+    print(markdown)
+
+
+# -------------------------------------------------------------------------------------------------- the pilot
+def pilot_summary(
+    by_budget: dict[int, dict[str, list[dict[str, Any]]]],
+) -> dict[str, dict[int, dict[str, Any]]]:
+    """Per row recorded at two or more budgets, per budget: seeds, averaged and best test BLEU (mean, sd), the
+    final validation loss, the last-epochs slope and the CPU-hours of a run (means over seeds)."""
+    names = sorted({n for recs in by_budget.values() for n in recs})
+    out: dict[str, dict[int, dict[str, Any]]] = {}
+    for name in names:
+        budgets_ = [e for e in sorted(by_budget) if name in by_budget[e]]
+        if len(budgets_) < 2:
+            continue
+        out[name] = {}
+        for e in budgets_:
+            row = row_summary(name, by_budget[e][name])
+            m, s = row["mean"], row["sd"]
+            out[name][e] = {
+                "seeds": row["n_seeds"],
+                "bleu": m["bleu"],
+                "bleu_sd": s["bleu"],
+                "bleu_best": m["bleu_best"],
+                "final_valid_loss": m["final_valid_loss"],
+                "slope": m["slope"],
+                "trend": row["trend"],
+                "cpu_hours": m["cpu_hours"],
+            }
+    return out
+
+
+def budget_sentence(summary: dict[str, dict[int, dict[str, Any]]], chosen: int) -> str:
+    """How the chosen budget follows from the pilot: the averaged-BLEU gain of the next larger budget against the
+    seed standard deviation at the chosen one, and whether the chosen budget ends flat."""
+    gains, sds, flat, costs = [], [], [], []
+    for name, per in summary.items():
+        larger = [e for e in per if e > chosen]
+        if chosen not in per or not larger or per[chosen]["bleu"] is None:
+            continue
+        nxt = min(larger)
+        if per[nxt]["bleu"] is None:
+            continue
+        gains.append((name, nxt, per[nxt]["bleu"] - per[chosen]["bleu"]))
+        if per[chosen]["bleu_sd"] is not None:
+            sds.append(per[chosen]["bleu_sd"])
+        flat.append(f"{name} {per[chosen]['trend']}")
+        if per[chosen]["cpu_hours"] and per[nxt]["cpu_hours"]:
+            costs.append(per[nxt]["cpu_hours"] / per[chosen]["cpu_hours"])
+    if not gains:
+        return (
+            f"No row has records at {chosen} epochs and at a larger budget yet: the pilot cannot justify the "
+            f"{chosen}-epoch budget so far."
+        )
+    steps = sorted({nxt for _, nxt, _ in gains})
+    text = "; ".join(
+        f"from {chosen} to {nxt} epochs averaged test BLEU changes by "
+        + ", ".join(f"{gain:+.2f} ({name})" for name, n, gain in gains if n == nxt)
+        for nxt in steps
+    )
+    text = text[0].upper() + text[1:]
+    text += f"; at {chosen} epochs the last epochs are: {', '.join(flat)}"
+    if costs:
+        text += f"; the longer budget costs {statistics.fmean(costs):.2f}× the CPU"
+    largest = max(g for _, _, g in gains)
+    if sds:
+        sd = statistics.fmean(sds)
+        text += f". The seed standard deviation at {chosen} epochs is {sd:.2f} BLEU (mean over rows): "
+        if largest <= sd:
+            text += (
+                f"no row gains more than one seed sd from the longer budget, so {chosen} epochs is enough."
+            )
+        else:
+            text += f"the longer budget gains up to {largest:+.2f}, more than one seed sd, so {chosen} epochs is short."
+    else:
+        text += f". With one seed per budget there is no seed sd to weigh the largest gain ({largest:+.2f}) against."
+    return text
+
+
+def pilot_plot(summary: dict[str, dict[int, dict[str, Any]]], by_budget: dict, path: Path) -> None:
+    """Validation loss per epoch of each pilot row at each budget, and averaged test BLEU against the budget."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (loss, bleu) = plt.subplots(1, 2, figsize=(13, 5))
+    styles = ("-", "--", ":", "-.")
+    for name, per in summary.items():
+        for i, e in enumerate(sorted(per)):
+            epochs, mean, low, high = _per_epoch(by_budget[e][name], "valid_loss")
+            style = {**line_style(name), "linestyle": styles[i % len(styles)]}
+            loss.plot(epochs, mean, **style, label=f"{name} e{e}")
+            loss.fill_between(epochs, low, high, color=style["color"], alpha=0.15, linewidth=0)
+        xs = sorted(per)
+        ys = [per[e]["bleu"] for e in xs]
+        errors = [per[e]["bleu_sd"] or 0.0 for e in xs]
+        bleu.errorbar(xs, ys, yerr=errors, color=colour(name), marker="o", capsize=3, label=name)
+    loss.set(xlabel="epoch", ylabel="validation loss", title="validation loss per epoch, by budget")
+    bleu.set(xlabel="budget (epochs)", ylabel="averaged test BLEU (± seed sd)", title="test BLEU by budget")
+    loss.legend(fontsize=7)
+    bleu.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def build_pilot(
+    by_budget: dict[int, dict[str, list[dict[str, Any]]]], chosen: int
+) -> tuple[str, dict[str, Any]]:
+    """(markdown, payload) of the pilot: the rows recorded at several budgets."""
+    summary = pilot_summary(by_budget)
+    header = [
+        "row",
+        "budget (epochs)",
+        "seeds",
+        "BLEU avg",
+        "BLEU best",
+        "final valid loss",
+        "slope (nats/ep)",
+    ]
+    header += ["end", "CPU-hours per run"]
+    body = [
+        [
+            name,
+            e,
+            v["seeds"],
+            _cell(v["bleu"], v["bleu_sd"], 2),
+            _cell(v["bleu_best"], None, 2),
+            _cell(v["final_valid_loss"], None, 3),
+            _cell(v["slope"], None, 3, signed=True),
+            v["trend"],
+            _cell(v["cpu_hours"], None, 2),
+        ]
+        for name, per in summary.items()
+        for e, v in sorted(per.items())
+    ]
+    sentence = budget_sentence(summary, chosen)
+    markdown = "\n\n".join(
+        [
+            "# The budget pilot of the depth study: the same rows at several epoch budgets",
+            "Each budget is its own annealed run (warmup, then linear decay to 0 at its last epoch), so a longer "
+            f"budget is not a continuation of a shorter one. End: flat when |slope| < {FLAT:g} nats/epoch over the "
+            f"last {SLOPE_EPOCHS} epochs. The study's budget is {chosen} epochs (`--epochs`).",
+            markdown_table(header, body) if body else "No row is recorded at two budgets yet.",
+            sentence,
+        ]
+    )
+    return markdown, {"chosen_budget": chosen, "rows": summary, "conclusion": sentence}
+
+
+def pilot_report(args: argparse.Namespace) -> None:
+    """Write bench/results/depth_multi30k_pilot.{md,json,png} (quick: depth_multi30k_pilot.quick.*): the rows
+    recorded at several budgets, and how the chosen budget (`--epochs`) follows from them."""
+    root = study.records_root(args)
+    by_budget = {e: load_records(root, e) for e in budgets(root)}
+    markdown, payload = build_pilot(by_budget, args.epochs)
+    name = _output_name("depth_multi30k_pilot", args)
+    if payload["rows"]:
+        pilot_plot(payload["rows"], by_budget, RESULTS / f"{name}.png")
+        markdown += f"\n\n![validation loss per epoch by budget, test BLEU by budget]({name}.png)"
+    write_results(name, payload, markdown)
+    print(markdown)

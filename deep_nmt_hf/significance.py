@@ -1,0 +1,162 @@
+"""Significance across seeds and sentences: corpus BLEU from sufficient statistics, a paired bootstrap that
+resamples both training runs (seeds) and test sentences, and Holm's correction for many comparisons.
+
+sacreBLEU's paired bootstrap (`deep_nmt_hf.training.metrics.paired_bootstrap`) resamples the test sentences of one
+translation per system, so it answers "is this run better than that run?". Clark et al. (2011) show that the
+optimizer's randomness (the seed) moves BLEU by as much as many claimed improvements, and that the test must
+resample it too: `seeded_paired_bootstrap` takes several runs per system and draws, in every resample, the test
+sentences (the same draw for both systems: paired) and, independently for each system, its runs.
+
+Everything works on sacreBLEU's per-sentence BLEU sufficient statistics (`bleu_statistics`): corpus BLEU of any
+resample is computed from their sums, so no translation text is needed once the statistics are stored.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+MAX_NGRAM_ORDER = 4
+N_STATISTICS = 2 + 2 * MAX_NGRAM_ORDER  # hypothesis length, reference length, matched n-grams, total n-grams
+
+
+def bleu_statistics(hypotheses: Sequence[str], references: Sequence[str]) -> list[list[int]]:
+    """Per sentence: sacreBLEU's BLEU sufficient statistics [hypothesis length, reference length, matched n-grams
+    for n = 1..4, total n-grams for n = 1..4] with its default BLEU (13a tokens, one reference). Uses sacreBLEU's
+    private `BLEU._extract_corpus_statistics` (its paired tests use it too; tests/test_significance.py names it)."""
+    from sacrebleu.metrics import BLEU
+
+    hypotheses, references = list(hypotheses), list(references)
+    if len(hypotheses) != len(references):
+        raise ValueError(f"{len(hypotheses)} hypotheses but {len(references)} references: they must pair up")
+    stats = BLEU()._extract_corpus_statistics(hypotheses, [references])
+    return [[int(x) for x in sentence] for sentence in stats]
+
+
+def bleu_from_statistics(sums: Any) -> Any:
+    """Corpus BLEU (0-100) from summed sufficient statistics, as sacreBLEU's default BLEU computes it
+    (`BLEU.compute_bleu`: brevity penalty, 'exp' smoothing of zero n-gram matches, no effective order).
+
+    `sums` has the 10 statistics in its last axis: one corpus (shape (10,)) gives a float, an array (..., 10)
+    gives an array of scores (how the bootstrap scores all its resamples at once)."""
+    sums = np.asarray(sums, dtype=np.float64)
+    if sums.shape[-1] != N_STATISTICS:
+        raise ValueError(f"BLEU statistics have {N_STATISTICS} values in the last axis, not {sums.shape}")
+    sys_len, ref_len = sums[..., 0], sums[..., 1]
+    correct = sums[..., 2 : 2 + MAX_NGRAM_ORDER]
+    total = sums[..., 2 + MAX_NGRAM_ORDER :]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        short = sys_len < ref_len
+        brevity = np.where(short, np.exp(1.0 - ref_len / np.where(sys_len > 0, sys_len, 1.0)), 1.0)
+        brevity = np.where(short & (sys_len <= 0), 0.0, brevity)
+        # 'exp' smoothing: the k-th order with no match (counting from the lowest) gets 1 / (2^k · total)
+        halvings = np.cumsum(correct == 0, axis=-1)
+        precision = np.where(correct > 0, 100.0 * correct / total, 100.0 / (2.0**halvings * total))
+        # an order with no n-grams at all ends sacreBLEU's loop: its precision stays 0 and BLEU is 0
+        usable = np.all(total > 0, axis=-1) & np.any(correct > 0, axis=-1)
+        logs = np.log(np.where(total > 0, precision, 1.0))
+        score = np.where(usable, brevity * np.exp(logs.sum(axis=-1) / MAX_NGRAM_ORDER), 0.0)
+    return float(score) if score.ndim == 0 else score
+
+
+def _as_runs(runs: Sequence[Any], name: str) -> np.ndarray:
+    array = np.asarray(runs, dtype=np.float64)
+    if array.ndim != 3 or array.shape[0] == 0 or array.shape[2] != N_STATISTICS:
+        raise ValueError(
+            f"{name}: expected a list of runs (seeds), each a list of per-sentence BLEU statistics with "
+            f"{N_STATISTICS} values (bleu_statistics), got an array of shape {array.shape}"
+        )
+    return array
+
+
+def seeded_paired_bootstrap(
+    baseline: Sequence[Sequence[Sequence[int]]],
+    system: Sequence[Sequence[Sequence[int]]],
+    n_samples: int = 1000,
+    seed: int = 12345,
+) -> dict[str, Any]:
+    """Is `system` better than `baseline` beyond the noise of test sentences and of training seeds?
+
+    `baseline` and `system` are lists of runs (one per training seed; the two may differ in number), each run the
+    per-sentence BLEU statistics of its translations of the same test set (`bleu_statistics`). The statistic is
+    the mean over a system's runs of their corpus BLEU, system minus baseline; the observed `delta` uses every run
+    once. Each of `n_samples` resamples draws the test sentences with replacement (one draw shared by both
+    systems: the test is paired) and, independently for each system, its runs with replacement, and recomputes
+    the statistic.
+
+    `p_value` is two-sided, computed as sacreBLEU's paired bootstrap does (Koehn 2004; Moses'
+    bootstrap-hypothesis-difference-significance): the resampled deltas are centred on their mean (the null
+    hypothesis of no difference), and p = (1 + #{|centred delta| >= |observed delta|}) / (1 + n_samples).
+    sacreBLEU centres |delta| instead of delta and counts strictly greater values: that is one tail where the
+    resampled deltas keep one sign (there this p is about twice sacreBLEU's), far less than either tail where
+    they straddle 0, and p = 1 / (1 + n_samples) for identical systems, which get p = 1 here. With one run per
+    system the resampled deltas are exactly those of sacreBLEU's test with the same seed (the sentence draw is
+    the first use of the generator in both).
+    `ci95` is the 2.5th and 97.5th percentile of the resampled deltas.
+
+    Returns {"delta", "p_value", "ci95", "baseline_bleu", "system_bleu" (means over runs), "baseline_runs",
+    "system_runs", "sentences", "n_samples", "seed"}.
+    """
+    base, sys_ = _as_runs(baseline, "baseline"), _as_runs(system, "system")
+    sentences = base.shape[1]
+    if sys_.shape[1] != sentences or sentences == 0:
+        raise ValueError(
+            f"baseline runs have {base.shape[1]} sentences and system runs {sys_.shape[1]}: every run must hold "
+            "the statistics of the same (non-empty) test set"
+        )
+    if n_samples < 1:
+        raise ValueError(f"n_samples={n_samples} must be >= 1")
+    base_bleu = bleu_from_statistics(base.sum(axis=1))  # (runs,)
+    sys_bleu = bleu_from_statistics(sys_.sum(axis=1))
+    observed = float(sys_bleu.mean() - base_bleu.mean())
+
+    rng = np.random.default_rng(seed)
+    draws = rng.choice(sentences, size=(n_samples, sentences), replace=True)  # as sacreBLEU draws them
+    # how often each sentence is drawn in each resample: the resampled sums are then one matrix product per run
+    counts = np.bincount(
+        (draws + sentences * np.arange(n_samples)[:, None]).ravel(), minlength=n_samples * sentences
+    ).reshape(n_samples, sentences)
+
+    def resampled_mean(runs: np.ndarray) -> np.ndarray:
+        sums = np.einsum("ij,rjk->irk", counts, runs, optimize=True)  # (samples, runs, statistics)
+        scores = bleu_from_statistics(sums)
+        picked = rng.integers(runs.shape[0], size=(n_samples, runs.shape[0]))  # the runs, with replacement
+        return np.take_along_axis(scores, picked, axis=1).mean(axis=1)
+
+    deltas = resampled_mean(sys_) - resampled_mean(base)
+    centred = deltas - deltas.mean()
+    extreme = int(np.sum(np.abs(centred) >= abs(observed) - 1e-12 * max(1.0, abs(observed))))
+    low, high = np.percentile(deltas, [2.5, 97.5])
+    return {
+        "delta": observed,
+        "p_value": (1 + extreme) / (1 + n_samples),
+        "ci95": [float(low), float(high)],
+        "baseline_bleu": float(base_bleu.mean()),
+        "system_bleu": float(sys_bleu.mean()),
+        "baseline_runs": int(base.shape[0]),
+        "system_runs": int(sys_.shape[0]),
+        "sentences": int(sentences),
+        "n_samples": int(n_samples),
+        "seed": seed,
+    }
+
+
+def holm(p_values: Sequence[float]) -> list[float]:
+    """Holm–Bonferroni adjusted p-values (step-down): the k-th smallest of m p-values is multiplied by m − k + 1,
+    made non-decreasing in that order and capped at 1. Rejecting where the adjusted p < α keeps the chance of
+    any false rejection among all m comparisons below α. Returned in the order given."""
+    p = np.asarray(p_values, dtype=np.float64)
+    if p.ndim != 1:
+        raise ValueError(f"holm takes a flat list of p-values, got shape {p.shape}")
+    if p.size == 0:
+        return []
+    if np.any(np.isnan(p)) or np.any((p < 0) | (p > 1)):
+        raise ValueError(f"p-values must lie in [0, 1], got {p.tolist()}")
+    order = np.argsort(p, kind="stable")
+    m = p.size
+    stepped = np.minimum(1.0, np.maximum.accumulate((m - np.arange(m)) * p[order]))
+    adjusted = np.empty(m)
+    adjusted[order] = stepped
+    return adjusted.tolist()

@@ -1,0 +1,259 @@
+"""bench/depth_report.py's pure functions on synthetic records: verdict rules, Holm across every comparison,
+the slope rule, what is left and its cost, the pilot's budget sentence. No data files, no training; seconds."""
+
+from __future__ import annotations
+
+import argparse
+import random
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))  # the bench scripts import as modules
+
+import depth_report as report  # noqa: E402
+
+from deep_nmt_hf.significance import bleu_from_statistics, bleu_statistics, holm  # noqa: E402
+
+WORDS = [f"w{i}" for i in range(40)]
+REFERENCES = [
+    " ".join(random.Random(i).choice(WORDS) for _ in range(random.Random(i + 1000).randint(4, 12)))
+    for i in range(120)
+]
+N_SAMPLES = 200  # enough for the rules; the bootstrap itself is tested in test_significance.py
+
+
+def args(epochs: int = 5) -> argparse.Namespace:
+    return argparse.Namespace(
+        epochs=epochs,
+        schedule="linear",
+        warmup_scale=0.1,
+        patience=0,
+        d_model=64,
+        vocab_size=4000,
+        max_tokens=1536,
+        max_length=64,
+        max_train_samples=None,
+        valid_sentences=500,
+        max_test_samples=None,
+        average=5,
+        quick=False,
+        only=None,
+    )
+
+
+def record(
+    name: str,
+    seed: int,
+    error: float,
+    src: float = 2.5,
+    diverged: dict | None = None,
+    epochs: int = 5,
+    final_slope: float = 0.0,
+    parameters: int = 1_000_000,
+) -> dict:
+    """A finished run: translations with word error rate `error`, source reliance `src` nats, a validation loss
+    falling to a plateau with `final_slope` nats per epoch over its last epochs."""
+    rng = random.Random(seed * 7919 + int(error * 1000))
+    hypotheses = [
+        " ".join(w if rng.random() > error else rng.choice(WORDS) for w in r.split()) for r in REFERENCES
+    ]
+    stats = bleu_statistics(hypotheses, REFERENCES)
+    bleu = bleu_from_statistics([sum(column) for column in zip(*stats, strict=True)])
+    scores = {
+        "bleu": bleu,
+        "bleu_signature": "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:2.6.0",
+        "chrf": 50.0,
+        "chrf_signature": "chrF sig",
+        "ter": 50.0,
+        "ter_signature": "TER sig",
+        "length_ratio": 1.0,
+        "bleu_statistics": stats,
+        "checkpoints": [],
+        "decode_tokens_per_cpu_s": 1000.0,
+    }
+    nll = {"train": 2.0, "val": 2.2, "val_wrong_source": 2.2 + src}
+    history = [
+        {
+            "epoch": float(e),
+            "step": 100 * e,
+            "train_cpu_s": 100.0,
+            "valid_decode_cpu_s": 10.0,
+            "train_loss": 3.0,
+            "grad_norm": 1.0,
+            "learning_rate": 1e-3 * (1 - e / epochs),
+            "valid_loss": 3.0 + 1.0 / e + final_slope * e,
+        }
+        for e in range(1, epochs + 1)
+    ]
+    return {
+        "name": name,
+        "seed": seed,
+        "description": name,
+        "variant": "base",
+        "recipe": "admin",
+        "baseline": report.study.MODELS[name].baseline,
+        "options": {"learning_rate": 1e-3, "warmup_steps": 400, "num_beams": 4, "length_penalty": 0.6},
+        "num_parameters": parameters,
+        "epochs": float(epochs),
+        "best_epoch": float(epochs),
+        "history": history,
+        "test": {"best": scores, "averaged": scores},
+        "nll": {"best": nll, "averaged": nll},
+        "settings": report.study.settings(args(epochs)),
+        "saved": "/nowhere",
+        "diverged": diverged,
+    }
+
+
+def by_name(verdicts: list[dict], system: str, baseline: str) -> dict:
+    return next(v for v in verdicts if v["system"] == system and v["baseline"] == baseline)
+
+
+@pytest.fixture(scope="module")
+def records() -> dict[str, list[dict]]:
+    """ADMIN's trio with three seeds each: post-6-6 and ADMIN 18-6 train, default post-LN 18-6 is clearly worse."""
+    return {
+        "post-6-6": [record("post-6-6", s, 0.30) for s in (1, 2, 3)],
+        "post-18-6": [record("post-18-6", s, 0.45) for s in (1, 2, 3)],
+        "admin-18-6": [record("admin-18-6", s, 0.20) for s in (1, 2, 3)],
+    }
+
+
+def test_rows_without_records_cannot_be_tested_yet(records: dict) -> None:
+    verdicts, _ = report.claim_verdicts(records, n_samples=N_SAMPLES)
+    dlcl = by_name(verdicts, "dlcl-18-6", "pre-18-6")
+    assert dlcl["verdict"] == "cannot be tested yet"
+    assert "dlcl-18-6" in dlcl["why"] and "pre-18-6" in dlcl["why"]
+    marian = next(v for v in verdicts if v["baseline"] == "marian-6-6")
+    assert marian["system"] == "admin-18-6"  # the best deep row that trained
+    assert marian["verdict"] == "cannot be tested yet"
+    assert "no record of marian-6-6" in marian["why"]
+    assert by_name(verdicts, "admin-18-6", "post-18-6")["verdict"] == "holds"
+    behind = by_name(verdicts, "post-18-6", "post-6-6")
+    assert behind["verdict"] == "holds" and "falls behind" in behind["why"]
+    assert behind["seeds"] == {"post-18-6": 3, "post-6-6": 3}
+
+
+def test_holm_is_applied_across_every_comparison(records: dict) -> None:
+    tests = report.run_comparisons(records, n_samples=N_SAMPLES)
+    pairs = {(t["system"], t["baseline"]) for t in tests}
+    assert pairs == {("post-18-6", "post-6-6"), ("admin-18-6", "post-18-6"), ("admin-18-6", "post-6-6")}
+    assert [t["p_holm"] for t in tests] == pytest.approx(holm([t["p_value"] for t in tests]))
+    assert all(t["p_holm"] >= t["p_value"] for t in tests)
+    assert all(t["system_runs"] == t["baseline_runs"] == 3 for t in tests)
+
+
+def test_failure_signatures_decide_the_verdicts() -> None:
+    """A diverged counterfactual makes "X beats it" hold without a test; a plain deep decoder that stops reading
+    the source collapses; a 6-6 reference that fails makes its claims untestable at this scale."""
+    diverged = {"step": 3, "loss": float("nan"), "reason": "non-finite (NaN / inf) training loss"}
+    recs = {
+        "post-6-6": [record("post-6-6", 1, 0.3)],
+        "post-18-6": [record("post-18-6", 1, 0.3, diverged=diverged)],
+        "admin-18-6": [record("admin-18-6", 1, 0.3)],
+        "pre-6-6": [record("pre-6-6", 1, 0.3, src=2.6)],
+        "deep-decoder-6-12-plain": [record("deep-decoder-6-12-plain", 1, 0.3, src=0.2)],
+        "deep-decoder-6-12": [record("deep-decoder-6-12", 1, 0.3, src=2.4)],
+    }
+    verdicts, _ = report.claim_verdicts(recs, n_samples=N_SAMPLES)
+    assert by_name(verdicts, "admin-18-6", "post-18-6")["verdict"] == "holds"
+    fails = by_name(verdicts, "post-18-6", "post-6-6")
+    assert fails["verdict"] == "holds" and "diverged in 1 of 1" in fails["why"]
+    collapse = by_name(verdicts, "deep-decoder-6-12-plain", "pre-6-6")
+    assert collapse["verdict"] == "holds" and "0.20" in collapse["why"]
+    assert by_name(verdicts, "deep-decoder-6-12", "deep-decoder-6-12-plain")["verdict"] == "holds"
+
+    recs["pre-6-6"] = [record("pre-6-6", 1, 0.3, src=0.01)]  # nothing reads the source at these settings
+    verdicts, _ = report.claim_verdicts(recs, n_samples=N_SAMPLES)
+    untestable = by_name(verdicts, "deep-decoder-6-12", "deep-decoder-6-12-plain")
+    assert untestable["verdict"] == "cannot be tested at this scale"
+
+
+def test_shared_layers_close_rule() -> None:
+    """Shared layers hold "close" when the CI of the deficit stays within 1 BLEU (here: the same translations, at
+    half the parameters), and do not hold when they are significantly more than 1 BLEU behind."""
+    recs = {
+        "pre-6-6": [record("pre-6-6", 1, 0.3)],
+        "unshared-18-6": [record("unshared-18-6", 1, 0.25)],
+        "shared-18-6": [record("shared-18-6", 1, 0.25, parameters=500_000)],
+    }
+    close = by_name(report.claim_verdicts(recs, n_samples=N_SAMPLES)[0], "shared-18-6", "unshared-18-6")
+    assert close["verdict"] == "holds" and "parameters 50% of unshared-18-6's" in close["why"]
+    recs["shared-18-6"] = [record("shared-18-6", s, 0.45) for s in (3, 4)]
+    far = by_name(report.claim_verdicts(recs, n_samples=N_SAMPLES)[0], "shared-18-6", "unshared-18-6")
+    assert far["verdict"] == "does not hold"
+
+
+def test_slope_and_the_flat_rule() -> None:
+    history = [{"epoch": float(e), "valid_loss": 5.0 - 0.02 * e} for e in range(1, 8)]
+    assert report.valid_slope(history) == pytest.approx(-0.02)
+    assert report.trend(-0.02) == "still improving"
+    assert report.trend(0.004) == "flat"
+    assert report.trend(0.006) == "rising"
+    assert report.valid_slope(history[:1]) is None
+
+
+def test_what_is_left_and_its_cost(records: dict) -> None:
+    planned = [("post-6-6", 1), ("dlcl-18-6", 1), ("deep-decoder-6-12", 1)]
+    left = {x["row"]: x for x in report.remaining(planned, records, epochs=5, partial={("dlcl-18-6", 1): 2})}
+    assert set(left) == {"dlcl-18-6", "deep-decoder-6-12"}
+    assert left["dlcl-18-6"]["cpu_hours"] == pytest.approx(
+        3 * 110.0 / 3600
+    )  # measured at 18-6: 110 CPU-s/epoch
+    assert left["deep-decoder-6-12"]["cpu_hours"] is None  # no 6-12 row has finished: unknown
+
+
+def test_report_markdown_and_json(records: dict) -> None:
+    markdown, payload = report.build_report(
+        records, args(), [("post-6-6", 1), ("dlcl-18-6", 1)], n_samples=N_SAMPLES
+    )
+    assert "cannot be tested yet" in markdown and "| admin-18-6 |" in markdown
+    assert "**Progress.** 9 runs finished" in markdown
+    seeds = payload["rows"]["admin-18-6"]["seeds"]
+    assert [s["seed"] for s in seeds] == [1, 2, 3]
+    assert "bleu_statistics" not in seeds[0]["test"]["averaged"]
+    assert payload["rows"]["admin-18-6"]["mean"]["bleu"] > payload["rows"]["post-18-6"]["mean"]["bleu"]
+    assert all("p_holm" in t for t in payload["significance"])
+
+
+def test_pilot_budget_sentence() -> None:
+    by_budget = {
+        e: {
+            "post-6-6": [record("post-6-6", s, error, epochs=e) for s in (1, 2)],
+            "marian-6-6": [record("marian-6-6", 1, error, epochs=e)],
+        }
+        for e, error in ((10, 0.40), (20, 0.30), (30, 0.295))
+    }
+    markdown, payload = report.build_pilot(by_budget, chosen=20)
+    assert set(payload["rows"]) == {"post-6-6", "marian-6-6"}
+    assert "From 20 to 30 epochs averaged test BLEU changes by" in payload["conclusion"]
+    assert "| post-6-6 | 30 | 2 |" in markdown
+
+
+def test_a_run_diverged_before_its_first_checkpoint_is_finished(tmp_path: Path, monkeypatch) -> None:
+    """depth_multi30k.finish writes a record with null test and NLL for a run that diverged before its first
+    epoch checkpoint (before: it raised on the empty history, and the run was retried in every sitting); the report
+    counts the row as failed and the claim against it holds without a test."""
+    study = report.study
+    monkeypatch.setattr(study, "RUNS", tmp_path / "runs")
+    monkeypatch.setattr(study, "RECORDS", tmp_path / "records")
+
+    class Model:
+        def num_parameters(self) -> int:
+            return 123
+
+    options = {"learning_rate": 1e-3, "warmup_steps": 400, "num_beams": 4, "length_penalty": 0.6}
+    diverged = {"step": 7, "loss": float("nan"), "reason": "non-finite (NaN / inf) training loss"}
+    study.finish("post-18-6", 1, args(), None, [], Model(), options, diverged)
+    recs = report.load_records(tmp_path / "records", 5)
+    assert recs["post-18-6"][0]["test"] is None and recs["post-18-6"][0]["diverged"]["step"] == 7
+    recs |= {"post-6-6": [record("post-6-6", 1, 0.3)], "admin-18-6": [record("admin-18-6", 1, 0.3)]}
+    verdicts, tests = report.claim_verdicts(recs, n_samples=N_SAMPLES)
+    assert {(t["system"], t["baseline"]) for t in tests} == {("admin-18-6", "post-6-6")}
+    admin = by_name(verdicts, "admin-18-6", "post-18-6")
+    assert admin["verdict"] == "holds" and "counterfactual fails" in admin["why"]
+    assert by_name(verdicts, "post-18-6", "post-6-6")["verdict"] == "holds"
+    markdown, _ = report.build_report(recs, args(), [], n_samples=N_SAMPLES)
+    assert "| post-18-6 | admin | 0.00 | 1 |" in markdown and "diverged (1/1)" in markdown
