@@ -36,6 +36,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import torch
@@ -172,26 +173,90 @@ def decode_gemm_gain(model: torch.nn.Module, rows: int, repeats: int, clock) -> 
     return {"linears": len(linears), "rows": rows, "float32_s": f32, "int8_s": i8, "gain": ratio(f32, i8)}
 
 
-def ct2_backend(model_dir: Path) -> list[str]:
-    """What CTranslate2 reports about this CPU and its kernels (CT2_VERBOSE=1 at Translator creation)."""
-    code = "import sys, ctranslate2; ctranslate2.Translator(sys.argv[1], device='cpu')"
+def ct2_backend(model_dir: Path, env: dict[str, str] | None = None) -> list[str]:
+    """What CTranslate2 reports about this CPU and its kernels (CT2_VERBOSE=1 at Translator creation) and the
+    instruction set oneDNN, its GEMM backend, picks for itself (ONEDNN_VERBOSE=1 at the first GEMM), in a child
+    process with `env` added (e.g. CT2_FORCE_CPU_ISA, read once at start)."""
+    code = (
+        "import sys, ctranslate2\n"
+        "t = ctranslate2.Translator(sys.argv[1], device='cpu', intra_threads=1)\n"
+        "t.translate_batch([['</s>', '</s>']], max_decoding_length=1)"  # one row would skip oneDNN
+    )
     done = subprocess.run(
         [sys.executable, "-c", code, str(model_dir)],
-        env={**os.environ, "CT2_VERBOSE": "1"},
+        env={**os.environ, **(env or {}), "CT2_VERBOSE": "1", "ONEDNN_VERBOSE": "1"},
         capture_output=True,
         text=True,
         check=False,
     )
-    lines = [
-        line.split("[info]", 1)[1].strip()
-        for line in (done.stdout + done.stderr).splitlines()
-        if "[info]" in line
-    ]
-    return [
-        line
-        for line in lines
-        if line.startswith(("CPU:", "- Selected ISA", "- Use Intel MKL", "- SGEMM", "- GEMM_S8"))
-    ]
+    output = (done.stdout + done.stderr).splitlines()
+    lines = [line.split("[info]", 1)[1].strip() for line in output if "[info]" in line]
+    wanted = ("CPU:", "- Selected ISA", "- Use Intel MKL", "- SGEMM", "- GEMM_S8")
+    isa = [f"oneDNN ISA: {line.split('isa:', 1)[1]}" for line in output if ",info,cpu,isa:" in line]
+    errors = [line for line in output if "Error" in line][-1:]  # e.g. a forced ISA this CPU lacks
+    return [line for line in lines if line.startswith(wanted)] + isa + errors
+
+
+def length_batches(encoded: Sequence[Sequence[int]], batch_size: int) -> list[list[int]]:
+    """Sentence indices in batches of `batch_size`, longest sources first (the same batches on every side)."""
+    order = sorted(range(len(encoded)), key=lambda i: len(encoded[i]), reverse=True)
+    return [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
+
+
+def hf_translate(
+    model: torch.nn.Module,
+    tokenizer,
+    encoded: Sequence[Sequence[int]],
+    batches: Sequence[Sequence[int]],
+    beam: int,
+    max_new_tokens: int,
+    min_new_tokens: int,
+) -> list[list[str]]:
+    """Beam search with Transformers `generate`, batch by batch; output tokens per sentence (no start token)."""
+    result: list[list[str]] = [[] for _ in encoded]
+    with torch.inference_mode():
+        for batch in batches:
+            padded = tokenizer.pad({"input_ids": [encoded[i] for i in batch]}, return_tensors="pt")
+            generated = model.generate(
+                **padded,
+                num_beams=beam,
+                max_length=max_new_tokens + 1,
+                min_new_tokens=min_new_tokens,
+                length_penalty=1.0,
+                early_stopping=True,
+                forced_eos_token_id=None,
+                do_sample=False,
+            )
+            for i, row in zip(batch, generated.tolist(), strict=True):
+                ids = [t for t in row[1:] if t != tokenizer.pad_token_id]
+                result[i] = tokenizer.convert_ids_to_tokens(ids)
+    return result
+
+
+def ct2_translate(
+    translator,
+    source_tokens: Sequence[Sequence[str]],
+    batches: Sequence[Sequence[int]],
+    beam: int,
+    max_new_tokens: int,
+    min_new_tokens: int,
+) -> list[list[str]]:
+    """The same search with a `ctranslate2.Translator` (patience 1 = HF early_stopping), batch by batch."""
+    result: list[list[str]] = [[] for _ in source_tokens]
+    for batch in batches:
+        translated = translator.translate_batch(
+            [source_tokens[i] for i in batch],
+            beam_size=beam,
+            patience=1.0,
+            length_penalty=1.0,
+            max_decoding_length=max_new_tokens,
+            min_decoding_length=min_new_tokens,
+            return_end_token=True,
+            max_batch_size=len(batch),
+        )
+        for i, hypothesis in zip(batch, translated, strict=True):
+            result[i] = hypothesis.hypotheses[0]
+    return result
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -218,31 +283,17 @@ def main(argv: list[str] | None = None) -> int:
 
     hf_model = AutoModelForSeq2SeqLM.from_pretrained(work / "folded").eval()
     encoded = tokenizer(sources, truncation=True, max_length=128)["input_ids"]
-    order = sorted(range(len(sources)), key=lambda i: len(encoded[i]), reverse=True)
-    batches = [order[i : i + args.batch_size] for i in range(0, len(order), args.batch_size)]
+    batches = length_batches(encoded, args.batch_size)
     source_tokens = [tokenizer.convert_ids_to_tokens(ids) for ids in encoded]
     outputs: dict[str, list[list[str]]] = {}
-    min_tokens = 0 if args.natural_length else args.max_new_tokens
+    search = dict(
+        beam=args.beam,
+        max_new_tokens=args.max_new_tokens,
+        min_new_tokens=0 if args.natural_length else args.max_new_tokens,
+    )
 
     def run_hf() -> None:
-        result: list[list[str]] = [[] for _ in sources]
-        with torch.inference_mode():
-            for batch in batches:
-                padded = tokenizer.pad({"input_ids": [encoded[i] for i in batch]}, return_tensors="pt")
-                generated = hf_model.generate(
-                    **padded,
-                    num_beams=args.beam,
-                    max_length=args.max_new_tokens + 1,
-                    min_new_tokens=min_tokens,
-                    length_penalty=1.0,
-                    early_stopping=True,
-                    forced_eos_token_id=None,
-                    do_sample=False,
-                )
-                for i, row in zip(batch, generated.tolist(), strict=True):
-                    ids = [t for t in row[1:] if t != tokenizer.pad_token_id]
-                    result[i] = tokenizer.convert_ids_to_tokens(ids)
-        outputs["hf"] = result
+        outputs["hf"] = hf_translate(hf_model, tokenizer, encoded, batches, **search)
 
     translators = {
         name: ctranslate2.Translator(
@@ -252,24 +303,8 @@ def main(argv: list[str] | None = None) -> int:
     }
 
     def ct2_runner(name: str):
-        translator = translators[name]
-
         def run() -> None:
-            result: list[list[str]] = [[] for _ in sources]
-            for batch in batches:
-                translated = translator.translate_batch(
-                    [source_tokens[i] for i in batch],
-                    beam_size=args.beam,
-                    patience=1.0,
-                    length_penalty=1.0,
-                    max_decoding_length=args.max_new_tokens,
-                    min_decoding_length=min_tokens,
-                    return_end_token=True,
-                    max_batch_size=args.batch_size,
-                )
-                for i, hypothesis in zip(batch, translated, strict=True):
-                    result[i] = hypothesis.hypotheses[0]
-            outputs[f"ct2_{name}"] = result
+            outputs[f"ct2_{name}"] = ct2_translate(translators[name], source_tokens, batches, **search)
 
         return run
 
@@ -388,7 +423,7 @@ def main(argv: list[str] | None = None) -> int:
             if bound < TARGET_SPEEDUP and speedup <= bound
             else "The bound does not settle the target here (CT2 beats it, or it lies above the target)."
         )
-        + "\n\nCTranslate2 about this machine (CT2_VERBOSE=1): "
+        + "\n\nCTranslate2 about this machine (CT2_VERBOSE=1; oneDNN, its GEMM backend: ONEDNN_VERBOSE=1): "
         + ("; ".join(f"`{line}`" for line in backend) or "(nothing reported)")
         + "\n"
     )
