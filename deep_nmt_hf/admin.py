@@ -148,13 +148,13 @@ def warn_if_omega_below_one(omegas: dict[str, list[float]], config: Any) -> bool
     """Warn (and return True) when profiling gave some ω < 1: the embeddings and branches start with a small
     variance, so every later ω stays below 1 and flat instead of growing with depth (admin sec. 3 assumes
     Glorot-scale branches). Measured: `init_method="normal"` gives ω ≈ 0.62 everywhere, and an ADMIN 18-6 trained
-    with it learned to ignore the source (bench/results/depth_multi30k.md, admin-18-6-normal)."""
+    with it learned to ignore the source (bench/results/depth_multi30k_12epochs.md, admin-18-6-normal)."""
     low = {side: min(values) for side, values in omegas.items() if values and min(values) < 1.0}
     if low:
         logger.warning(
             "ADMIN profiled ω below 1 (smallest: %s) with init_method=%r: the embeddings and residual branches start "
             "with too small a variance for ADMIN, whose ω should grow with depth from 1. An ADMIN 18-6 trained like "
-            "this ignored the source (bench/results/depth_multi30k.md); use init_method='xavier' (fairseq's).",
+            "this ignored the source (bench/results/depth_multi30k_12epochs.md); use init_method='xavier' (fairseq's).",
             ", ".join(f"{side} {value:.3f}" for side, value in low.items()),
             getattr(config, "init_method", None),
         )

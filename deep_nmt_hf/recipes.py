@@ -265,7 +265,7 @@ RECIPES: dict[str, dict[str, Setting]] = {
         "length_penalty_form": Setting(
             "fairseq",
             "no public code (github.com/bcmi220/ddnmt announced); fairseq's len^α as the other papers here: the GNMT "
-            "form was an inference and decodes short (bench/results/depth_multi30k.md: length ratio 0.90)",
+            "form was an inference and decodes short (bench/results/depth_multi30k_12epochs.md: length ratio 0.90)",
         ),
         "average_last_checkpoints": Setting(5, "sec. 5 → Vaswani et al.: base models average the last 5"),
         **_shared_embeddings("sec. 5 → Vaswani et al.: shared source-target BPE and embeddings"),
