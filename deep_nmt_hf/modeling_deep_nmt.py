@@ -35,6 +35,7 @@ from transformers.modeling_outputs import (
     Seq2SeqModelOutput,
 )
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+from transformers.utils.output_capturing import OutputRecorder, capture_outputs
 
 from .caches import decoder_cache, mark_cross_slot_without_attention, self_attention_half
 from .collapse_losses import (
@@ -429,12 +430,49 @@ def mask_config(config: DeepNMTConfig, output_attentions: bool | None) -> Any:
     return config
 
 
-class _Stack(nn.Module):
-    """Shared parts of the encoder and decoder stacks: embeddings and the optional final LayerNorm."""
+class DeepNMTPreTrainedModel(PreTrainedModel):
+    config_class = DeepNMTConfig
+    base_model_prefix = "model"
+    main_input_name = "input_ids"
+    supports_gradient_checkpointing = True
+    _supports_sdpa = True
+    _supports_flash_attn = True
+    _supports_flex_attn = True
+    _can_compile_fullgraph = True  # generate compiles static-cache decoding (MAtt refuses a static cache)
+    _no_split_modules = ["DeepNMTEncoderLayer", "DeepNMTDecoderLayer"]
+
+    @torch.no_grad()
+    def _init_weights(self, module: nn.Module) -> None:
+        if isinstance(module, nn.Linear):
+            init_depth_aware_linear(module, self.config)
+        elif isinstance(module, nn.Embedding):
+            init_embedding(module, self.config)
+        elif isinstance(module, nn.LayerNorm):
+            init_layer_norm(module)
+        elif isinstance(module, SinusoidalPositions):
+            module.weight.copy_(sinusoidal_table(module.num_positions, self.config.d_model))
+        elif isinstance(module, AdminOmega):
+            init_admin_omega(module, self.config)
+        elif isinstance(module, LayerAggregation):
+            module.reset_mask()
+            init.copy_(module.weight, module.initial_weight())
+
+    @property
+    def dummy_inputs(self) -> dict[str, torch.Tensor]:
+        pad, eos = self.config.pad_token_id, self.config.eos_token_id
+        input_ids = (
+            torch.tensor([[5, 6, 7, eos], [8, 9, eos, pad]], device=self.device) % self.config.vocab_size
+        )
+        return {"input_ids": input_ids, "attention_mask": input_ids.ne(pad), "decoder_input_ids": input_ids}
+
+
+class _Stack(DeepNMTPreTrainedModel):
+    """Shared parts of the encoder and decoder stacks: embeddings and the optional final LayerNorm. A stack is a
+    PreTrainedModel (as Marian's) so that Transformers' output recording (`capture_outputs`, `_can_record_outputs`)
+    collects its per-layer outputs; the enclosing model initialises its weights."""
 
     def __init__(self, config: DeepNMTConfig, shared: nn.Embedding, side: str) -> None:
-        super().__init__()
-        self.config = config
+        super().__init__(config)
         self.side = side
         self._shared = [shared]  # owned (and saved) by DeepNMTModel.shared; not registered twice
         self.embed_scale = math.sqrt(config.d_model) if config.scale_embedding else 1.0
@@ -500,52 +538,42 @@ class _Stack(nn.Module):
 
 
 class DeepNMTEncoder(_Stack):
-    """The encoder stack."""
+    """The encoder stack. With `output_hidden_states` / `output_attentions`, Transformers' output recording returns
+    one entry per layer application: the first layer's input, then each layer's output (the last one after the
+    final LayerNorm), and each self-attention's weights."""
+
+    _can_record_outputs = {
+        "hidden_states": OutputRecorder(DeepNMTEncoderLayer, index=0),
+        "attentions": OutputRecorder(DeepNMTEncoderLayer, index=1),
+    }
 
     def __init__(self, config: DeepNMTConfig, shared: nn.Embedding) -> None:
         super().__init__(config, shared, "encoder")
         self.layers = nn.ModuleList(DeepNMTEncoderLayer(config, i) for i in range(self.num_owned))
 
+    @capture_outputs
     def forward(
         self,
         input_ids: torch.Tensor | None = None,
         attention_mask: torch.Tensor | None = None,
         inputs_embeds: torch.Tensor | None = None,
         output_attentions: bool | None = None,
-        output_hidden_states: bool | None = None,
-        return_dict: bool | None = None,
         **kwargs: Any,
-    ) -> BaseModelOutput | tuple:
+    ) -> BaseModelOutput:
         hidden_states = self.embed(input_ids, inputs_embeds)
         mask = create_bidirectional_mask(
             config=mask_config(self.config, output_attentions),
             inputs_embeds=hidden_states,
             attention_mask=attention_mask,
         )
-        all_hidden = [hidden_states] if output_hidden_states else None
-        all_attentions = [] if output_attentions else None
         embedded = hidden_states
         hidden_states, history = self.begin_layers(hidden_states)
         for application, owned in enumerate(self.schedule):
             if application in self.reinject_at:
                 hidden_states = hidden_states + embedded  # eq. 7: B_t = B_{t-1}^out + x
-            output, weights = self.layers[owned](
-                hidden_states, mask, output_attentions=bool(output_attentions)
-            )
+            output, _ = self.layers[owned](hidden_states, mask, output_attentions=bool(output_attentions))
             hidden_states = self.next_input(output, history)
-            if all_hidden is not None:
-                all_hidden.append(output)
-            if all_attentions is not None:
-                all_attentions.append(weights)
-        hidden_states = self.finish(hidden_states)
-        if all_hidden is not None:
-            all_hidden[-1] = hidden_states
-        out = BaseModelOutput(
-            last_hidden_state=hidden_states,
-            hidden_states=tuple(all_hidden) if all_hidden is not None else None,
-            attentions=tuple(all_attentions) if all_attentions is not None else None,
-        )
-        return out if return_dict is not False else out.to_tuple()
+        return BaseModelOutput(last_hidden_state=self.finish(hidden_states))
 
 
 class DeepNMTDecoder(_Stack):
@@ -557,12 +585,20 @@ class DeepNMTDecoder(_Stack):
     tensor per layer application (`config.decoder_depth` = `config.num_hidden_layers`, plus the embeddings for the
     hidden states): self-attention (batch, heads, queries, keys) — for MAtt the average-attention weights, 1/t over
     the real positions ≤ t —, cross-attention (batch, heads, queries, source), zeros for a layer whose
-    cross-attention is absent or dropped in this pass."""
+    cross-attention is absent or dropped in this pass. Transformers' output recording collects them from the layers
+    (`_can_record_outputs`), as for Marian; hidden states start with the first layer's input."""
+
+    _can_record_outputs = {
+        "hidden_states": OutputRecorder(DeepNMTDecoderLayer, index=0),
+        "attentions": OutputRecorder(DeepNMTDecoderLayer, index=1),
+        "cross_attentions": OutputRecorder(DeepNMTDecoderLayer, index=2),
+    }
 
     def __init__(self, config: DeepNMTConfig, shared: nn.Embedding) -> None:
         super().__init__(config, shared, "decoder")
         self.layers = nn.ModuleList(DeepNMTDecoderLayer(config, i) for i in range(self.num_owned))
 
+    @capture_outputs
     @takes_cache
     def forward(
         self,
@@ -574,10 +610,8 @@ class DeepNMTDecoder(_Stack):
         inputs_embeds: torch.Tensor | None = None,
         use_cache: bool | None = None,
         output_attentions: bool | None = None,
-        output_hidden_states: bool | None = None,
-        return_dict: bool | None = None,
         **kwargs: Any,
-    ) -> BaseModelOutputWithPastAndCrossAttentions | tuple:
+    ) -> BaseModelOutputWithPastAndCrossAttentions:
         if encoder_hidden_states is None:
             raise ValueError("the decoder needs encoder_hidden_states (run the encoder first)")
         if self.gradient_checkpointing and self.training and torch.is_grad_enabled():
@@ -602,9 +636,6 @@ class DeepNMTDecoder(_Stack):
             attention_mask=encoder_attention_mask,
             encoder_hidden_states=encoder_hidden_states,
         )
-        all_hidden = [hidden_states] if output_hidden_states else None
-        self_attentions = [] if output_attentions else None
-        cross_attentions = [] if output_attentions else None
         drop_layers, drop_rate = (
             self.config.cross_attention_drop_layers,
             self.config.cross_attention_drop_rate,
@@ -619,7 +650,7 @@ class DeepNMTDecoder(_Stack):
                 # drop-net (deep-decoder-cad-crt sec. 4.1), drawn as a tensor: no graph break under torch.compile;
                 # rate 1 needs no draw (the lowest layers own no cross-attention), rate 0 never drops
                 drop = torch.rand((), device=hidden_states.device) < drop_rate
-            output, self_weights, cross_weights = self.layers[owned](
+            output, _, _ = self.layers[owned](
                 hidden_states,
                 self_mask,
                 encoder_hidden_states,
@@ -631,58 +662,9 @@ class DeepNMTDecoder(_Stack):
                 drop_cross_attention=drop,
             )
             hidden_states = self.next_input(output, history)
-            if all_hidden is not None:
-                all_hidden.append(output)
-            if self_attentions is not None:
-                self_attentions.append(self_weights)
-                cross_attentions.append(cross_weights)
-        hidden_states = self.finish(hidden_states)
-        if all_hidden is not None:
-            all_hidden[-1] = hidden_states
-        out = BaseModelOutputWithPastAndCrossAttentions(
-            last_hidden_state=hidden_states,
-            hidden_states=tuple(all_hidden) if all_hidden is not None else None,
-            attentions=tuple(self_attentions) if self_attentions is not None else None,
-            cross_attentions=tuple(cross_attentions) if cross_attentions is not None else None,
-            **with_cache(cache),
+        return BaseModelOutputWithPastAndCrossAttentions(
+            last_hidden_state=self.finish(hidden_states), **with_cache(cache)
         )
-        return out if return_dict is not False else out.to_tuple()
-
-
-class DeepNMTPreTrainedModel(PreTrainedModel):
-    config_class = DeepNMTConfig
-    base_model_prefix = "model"
-    main_input_name = "input_ids"
-    supports_gradient_checkpointing = True
-    _supports_sdpa = True
-    _supports_flash_attn = True
-    _supports_flex_attn = True
-    _can_compile_fullgraph = True  # generate compiles static-cache decoding (MAtt refuses a static cache)
-    _no_split_modules = ["DeepNMTEncoderLayer", "DeepNMTDecoderLayer"]
-
-    @torch.no_grad()
-    def _init_weights(self, module: nn.Module) -> None:
-        if isinstance(module, nn.Linear):
-            init_depth_aware_linear(module, self.config)
-        elif isinstance(module, nn.Embedding):
-            init_embedding(module, self.config)
-        elif isinstance(module, nn.LayerNorm):
-            init_layer_norm(module)
-        elif isinstance(module, SinusoidalPositions):
-            module.weight.copy_(sinusoidal_table(module.num_positions, self.config.d_model))
-        elif isinstance(module, AdminOmega):
-            init_admin_omega(module, self.config)
-        elif isinstance(module, LayerAggregation):
-            module.reset_mask()
-            init.copy_(module.weight, module.initial_weight())
-
-    @property
-    def dummy_inputs(self) -> dict[str, torch.Tensor]:
-        pad, eos = self.config.pad_token_id, self.config.eos_token_id
-        input_ids = (
-            torch.tensor([[5, 6, 7, eos], [8, 9, eos, pad]], device=self.device) % self.config.vocab_size
-        )
-        return {"input_ids": input_ids, "attention_mask": input_ids.ne(pad), "decoder_input_ids": input_ids}
 
 
 class DeepNMTModel(DeepNMTPreTrainedModel):

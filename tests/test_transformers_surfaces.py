@@ -205,3 +205,39 @@ def test_initialization_module(name: str) -> None:
     from transformers import initialization as init
 
     assert callable(getattr(init, name))
+
+
+def test_masking_utils_signatures_and_the_implementation_switch() -> None:
+    """transformers.masking_utils (the decoder and encoder masks): `create_causal_mask`'s fourth positional
+    parameter is the cache (`cache` from 5.24, `past_key_values` before: we pass it by position), and
+    `create_bidirectional_mask` takes `encoder_hidden_states`. The mask's form follows only
+    `config._attn_implementation`, which `mask_config` swaps to eager for an `output_attentions` call."""
+    from transformers.masking_utils import create_bidirectional_mask, create_causal_mask
+
+    from deep_nmt_hf.modeling_deep_nmt import mask_config
+
+    assert list(inspect.signature(create_causal_mask).parameters)[3] in ("cache", "past_key_values")
+    assert "encoder_hidden_states" in parameters(create_bidirectional_mask)
+    model = tiny_model(seed=2)
+    model.set_attn_implementation("sdpa")
+    states = torch.zeros(2, 4, model.config.d_model)
+    assert create_causal_mask(model.config, states, None, None) is None  # sdpa: is_causal, no mask
+    eager = create_causal_mask(mask_config(model.config, True), states, None, None)
+    assert eager.dtype == states.dtype and eager[0, 0, 0, 1] < -1e30 and eager[0, 0, 1, 0] == 0
+
+
+def test_output_recording_of_the_stacks() -> None:
+    """transformers.utils.output_capturing (`OutputRecorder`, `capture_outputs`) and its registry, filled in
+    `PreTrainedModel.__init__`: the stacks are PreTrainedModels that never call `post_init` (the enclosing model
+    initialises), and their `_can_record_outputs` still records one entry per layer application."""
+    from transformers.utils.output_capturing import OutputRecorder, capture_outputs
+
+    assert {"target_class", "index"} <= set(OutputRecorder.__dataclass_fields__) and callable(capture_outputs)
+    model = tiny_model(seed=3)
+    ids, mask = padded_batch([5, 3])
+    out = model.model.encoder(
+        input_ids=ids, attention_mask=mask, output_hidden_states=True, output_attentions=True
+    )
+    layers = model.config.encoder_layers
+    assert len(out.hidden_states) == layers + 1 and len(out.attentions) == layers
+    assert torch.equal(out.hidden_states[-1], out.last_hidden_state)
