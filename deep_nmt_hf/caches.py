@@ -2,20 +2,26 @@
 
 `past_key_values` is a Transformers `EncoderDecoderCache(self_attention_cache, cross_attention_cache)` with one slot
 per decoder layer *application* in each half (`config.decoder_depth`, which is also what `config.num_hidden_layers`
-reports, so `DynamicCache(config=...)` / `StaticCache(config=...)` built by `generate` have exactly those slots):
+reports, so `DynamicCache(config=...)` / `StaticCache(config=...)` built by `generate` have exactly those slots).
+Every slot's keys and values have Transformers' layout (batch, decoder_attention_heads, length, head_dim), so
+generic cache code (beam reordering, `crop`, batch selection, code reading `keys.shape[-2]`) applies to all:
 
 - causal self-attention (all variants but MAtt): a `DynamicLayer` / `StaticLayer` with keys and values of shape
-  (batch, decoder_attention_heads, decoded_length, head_dim), as Transformers documents;
-- cross-attention: keys and values (batch, decoder_attention_heads, source_length, head_dim), written once;
+  (batch, heads, decoded_length, head_dim), as Transformers documents;
+- cross-attention: keys and values (batch, heads, source_length, head_dim), written once;
 - a CAD layer that owns no cross-attention (`cross_attention_drop_rate=1`): the same slot holds keys and values of
-  shape (batch, heads, 0, head_dim) in a `NoCrossAttentionLayer` — there are no keys to attend to, but the slot is
-  initialised (never `None`) and follows beam reordering and batch selection; a static cross cache holds its
-  pre-allocated zeros there, never read;
+  that shape (batch, heads, source_length, head_dim) in a `NoCrossAttentionLayer`, but they are zeros expanded from
+  one element (stride 0: no memory per entry) and never read by attention. The slot is initialised (never `None`)
+  and follows beam reordering and batch selection, staying expanded; a static cross cache holds its pre-allocated
+  zeros there, never read;
 - shared layers: one slot per application, so a unique layer applied three times owns three slots;
-- MAtt (`decoder_attention="merged"`): its average attention keeps no keys and values but prefix sums, in a
-  `RunningAverageLayer` (below) of the self-attention half. Each position's entry is the running sum up to it, so
-  beam reordering, `crop` (assisted decoding), `batch_select_indices` and `batch_repeat_interleave` are the plain
-  `DynamicLayer` operations on the position and batch axes, and a step still costs O(1) work in the prefix length.
+- MAtt (`decoder_attention="merged"`, dsinit-merged-attention eqs. 16-17): its average attention keeps no keys and
+  values but prefix sums, in a `RunningAverageLayer` (below) of the self-attention half, in the same layout:
+  keys (batch, heads, decoded_length, head_dim) are the prefix sums of S W_v split into heads, values the prefix
+  counts of real positions broadcast over heads and head_dim. Each position's entry is the running state up to
+  it, so beam reordering, `crop` (assisted decoding), `batch_select_indices` and `batch_repeat_interleave` are the
+  plain `DynamicLayer` operations on the position and batch axes, and a step still costs O(1) work in the prefix
+  length.
 
 A static cache (`cache_implementation="static"`, needed for `torch.compile`d generation) works for every variant
 whose state is keys and values; MAtt raises `StaticCacheNotSupported` naming the variant (its prefix-sum slot has no
@@ -35,39 +41,75 @@ class StaticCacheNotSupported(ValueError):
 
 
 class RunningAverageLayer(DynamicLayer):
-    """Cache slot of one MAtt layer application (merged_attention.py, dsinit-merged-attention eq. 16).
+    """Cache slot of one MAtt layer application (merged_attention.py, dsinit-merged-attention eq. 16), laid out as
+    an ordinary key/value slot, (batch, heads, t, head_dim) with heads · head_dim = d_model:
 
-    `keys`: (batch, 1, t, d_model), entry i = Σ_{j ≤ i} m_j · (S W_v)_j, the masked prefix sum of the value
-    projections; `values`: (batch, 1, t, 1), entry i = Σ_{j ≤ i} m_j, the number of real (non-padding) positions.
-    The average at the next position needs only the last entry of each, so decoding reads O(1) per step; keeping
-    every prefix lets `crop` drop rejected draft tokens exactly (assisted decoding) — a single running sum could not.
+    - `keys`, entry i = Σ_{j ≤ i} m_j · (S W_v)_j, the masked prefix sum of the value projections, split into heads
+      as attention splits them (a view of the (batch, t, d_model) sums before it is appended);
+    - `values`, entry i = Σ_{j ≤ i} m_j, the number of real (non-padding) positions up to i, the same number in
+      every head and head_dim entry.
+
+    The slot therefore takes the memory of an ordinary self-attention K/V cache of the same length. The average at
+    the next position needs only the last entry of each, so decoding reads O(1) per step; keeping every prefix lets
+    `crop` drop rejected draft tokens exactly (assisted decoding) — a single running sum could not.
     """
+
+    def append(self, sums: torch.Tensor, counts: torch.Tensor, heads: int) -> None:
+        """Append prefix sums (batch, t, d_model) and prefix counts (batch, t, 1) in the (batch, heads, t,
+        head_dim) layout above."""
+        keys = sums.unflatten(-1, (heads, -1)).transpose(1, 2)
+        self.update(keys, counts.unsqueeze(1).expand(keys.shape))
 
     def previous(self) -> tuple[torch.Tensor, torch.Tensor] | None:
         """(sum, count) over the cached prefix, shapes (batch, d_model) and (batch, 1); None when empty."""
         if self.get_seq_length() == 0:
             return None
-        return self.keys[:, 0, -1], self.values[:, 0, -1]
+        return self.keys[:, :, -1].flatten(1), self.values[:, 0, -1, :1]
+
+
+def expanded_zeros(like: torch.Tensor, shape: tuple[int, ...]) -> torch.Tensor:
+    """Zeros of `shape` (dtype and device of `like`) that hold one element: every stride is 0."""
+    return like.new_zeros(()).expand(shape)
 
 
 class NoCrossAttentionLayer(DynamicLayer):
-    """Cross-attention slot of a decoder layer that owns no cross-attention (CAD, `cross_attention_drop_rate=1`):
-    keys and values of shape (batch, heads, 0, head_dim). Unlike a plain DynamicLayer, which skips empty slots,
-    beam reordering and batch selection / repetition keep its batch axis in step with the other slots."""
+    """Cross-attention slot of a decoder layer that owns no cross-attention (CAD, `cross_attention_drop_rate=1`).
+
+    Its keys and values have the usual shape (batch, heads, source_length, head_dim), so generic code that reads
+    the source length or indexes a position finds what it expects, but they are zeros expanded from one element
+    (stride 0), which take no memory per entry; attention never reads them. `update` keeps the given tensors
+    as they are (a DynamicLayer would concatenate, which materialises them), and beam reordering, batch selection
+    and repetition rebuild the expanded zeros at the new batch size instead of indexing into them."""
+
+    def update(
+        self, key_states: torch.Tensor, value_states: torch.Tensor, *args: Any, **kwargs: Any
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        if not self.is_initialized:
+            self.lazy_initialization(key_states, value_states)
+        self.keys, self.values = key_states, value_states
+        return self.keys, self.values
+
+    def _resize_batch(self, batch: int) -> None:
+        if self.is_initialized:
+            self.keys = expanded_zeros(self.keys, (batch, *self.keys.shape[1:]))
+            self.values = expanded_zeros(self.values, (batch, *self.values.shape[1:]))
 
     def reorder_cache(self, beam_idx: torch.LongTensor) -> None:
-        if self.is_initialized:
-            self.keys = self.keys.index_select(0, beam_idx.to(self.keys.device))
-            self.values = self.values.index_select(0, beam_idx.to(self.values.device))
+        self._resize_batch(len(beam_idx))
 
     def batch_repeat_interleave(self, repeats: int) -> None:
         if self.is_initialized:
-            self.keys = self.keys.repeat_interleave(repeats, dim=0)
-            self.values = self.values.repeat_interleave(repeats, dim=0)
+            self._resize_batch(self.keys.shape[0] * repeats)
 
     def batch_select_indices(self, indices: torch.Tensor) -> None:
         if self.is_initialized:
-            self.keys, self.values = self.keys[indices, ...], self.values[indices, ...]
+            device = indices.device if isinstance(indices, torch.Tensor) else None
+            self._resize_batch(torch.arange(self.keys.shape[0], device=device)[indices].numel())
+
+    def reset(self) -> None:
+        """Nothing to zero (in-place writes into an expanded tensor fail): drop the slot, as DynamicLayer does."""
+        self.keys = self.values = None
+        self.is_initialized = False
 
 
 def self_attention_half(past_key_values: Cache) -> Cache:
@@ -143,18 +185,20 @@ def decoder_cache(
 def mark_cross_slot_without_attention(
     past_key_values: Cache | None, index: int, like: torch.Tensor, heads: int
 ) -> None:
-    """Initialise the cross-attention slot of a layer application that owns no cross-attention (CAD with
-    `cross_attention_drop_rate=1`) with keys and values of shape (batch, heads, 0, head_dim), once."""
+    """Initialise, once, the cross-attention slot of a layer application that owns no cross-attention (CAD with
+    `cross_attention_drop_rate=1`), `like` being the encoder output (batch, source_length, d_model): keys and values
+    of shape (batch, heads, source_length, head_dim), zeros expanded with stride 0 in a `NoCrossAttentionLayer`
+    (a static cross cache copies them into its pre-allocated zeros). Never read by attention."""
     if not isinstance(past_key_values, EncoderDecoderCache) or past_key_values.is_updated.get(index):
         return
-    head_dim = like.shape[-1] // heads
-    empty = like.new_zeros(like.shape[0], heads, 0, head_dim)
+    batch, source_length, d_model = like.shape
+    zeros = expanded_zeros(like, (batch, heads, source_length, d_model // heads))
     cross = past_key_values.cross_attention_cache
     while len(cross.layers) <= index:
         cross.layers.append(DynamicLayer())
     if type(cross.layers[index]) is DynamicLayer and not cross.layers[index].is_initialized:
         cross.layers[index] = NoCrossAttentionLayer()
-    cross.update(empty, empty, index)
+    cross.update(zeros, zeros, index)
     past_key_values.is_updated[index] = True
 
 
@@ -163,6 +207,7 @@ __all__ = [
     "RunningAverageLayer",
     "StaticCacheNotSupported",
     "ensure_cache_slots",
+    "expanded_zeros",
     "is_static",
     "mark_cross_slot_without_attention",
     "running_average_slot",

@@ -13,10 +13,11 @@ bias counted once), no gates and no FFN inside the average attention. Padding po
 excluded from the average (`decoder_attention_mask`).
 
 Incremental decoding keeps, per layer application, the prefix sums of S W_v and the prefix counts of real positions
-in a `caches.RunningAverageLayer` slot: each step reads only the last entry (O(1) arithmetic in the target
-length; the slot grows by one entry per position, like a key cache), and
-beam reordering, `crop` (assisted decoding) and batch selection are the plain cache-layer operations. The number
-of cached positions is the slot's sequence length, so the position offset and `generate`'s bookkeeping stay right.
+in a `caches.RunningAverageLayer` slot, laid out as Transformers lays out keys and values, (batch, heads, positions,
+head_dim): the sums split into heads as keys, the counts broadcast as values. Each step reads only the last entry
+(O(1) arithmetic in the target length; the slot grows by one entry per position, like a K/V cache), and beam
+reordering, `crop` (assisted decoding) and batch selection are the plain cache-layer operations. The number of
+cached positions is the slot's sequence length, so the position offset and `generate`'s bookkeeping stay right.
 
 With `output_attentions=True` the sublayer returns the average attention's weights too: per head, the
 lower-triangular matrix whose row t holds 1/t over the real positions ≤ t (M_a of eq. 16, the same for every head).
@@ -93,7 +94,7 @@ class MergedAttention(nn.Module):
         values = attention.v_proj(hidden_states)
         averages, sums, counts = cumulative_average(values, target_padding, past)
         if slot is not None:
-            slot.update(sums.unsqueeze(1), counts.unsqueeze(1))
+            slot.append(sums, counts, attention.num_heads)
         context, cross_weights = attention.attend(
             hidden_states, key_value_states, attention_mask, cache, cache_index, output_attentions
         )

@@ -386,22 +386,32 @@ class DeepNMTDecoderLayer(GradientCheckpointingLayer):
                 )
             if not attends:
                 mark_cross_slot_without_attention(
-                    cache, cache_index, hidden_states, self.self_attn.fn.num_heads
+                    cache, cache_index, encoder_hidden_states, self.self_attn.fn.num_heads
                 )
             if output_attentions and cross_weights is None:
-                cross_weights = self.absent_cross_attention(hidden_states, encoder_hidden_states)
+                hidden_states, cross_weights = self.absent_cross_attention(
+                    hidden_states, encoder_hidden_states
+                )
         hidden_states, _ = self.ffn(hidden_states)
         return hidden_states, self_weights, cross_weights
 
-    def absent_cross_attention(self, hidden_states: torch.Tensor, memory: torch.Tensor) -> torch.Tensor:
+    def absent_cross_attention(
+        self, hidden_states: torch.Tensor, memory: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """The cross-attention weights of a layer whose cross-attention is absent (CAD, drop rate 1) or dropped
-        for this pass: zeros of the usual shape (batch, heads, target, source) — no source position is attended.
-        They are a constant, not computed from the input: `retain_grad()` works (the tensor requires grad when the
-        input does) but their `.grad` stays None after backward, since the output does not depend on them."""
+        for this pass: zeros of the usual shape (batch, heads, target, source) — no source position is attended —,
+        returned after `hidden_states`. With gradients on, they enter the autograd graph with their true gradient,
+        zero: `hidden_states + zeros[..., :0].sum()` adds the sum of none of their entries (exactly 0: the output
+        is unchanged), and backward writes an exact zero into every entry (a slice's backward fills zeros; no
+        product with the incoming gradient). So `retain_grad()` / `.grad` work as on attended weights, and `.grad`
+        is all zeros, since the output does not depend on them. Without gradients nothing is added."""
         heads = self.self_attn.fn.num_heads
         shape = (hidden_states.shape[0], heads, hidden_states.shape[1], memory.shape[1])
         zeros = hidden_states.new_zeros(shape)
-        return zeros.requires_grad_() if torch.is_grad_enabled() and hidden_states.requires_grad else zeros
+        if not (torch.is_grad_enabled() and hidden_states.requires_grad):
+            return hidden_states, zeros
+        zeros.requires_grad_()
+        return hidden_states + zeros[..., :0].sum(), zeros
 
 
 def has_no_cross_attention(config: DeepNMTConfig, layer_index: int) -> bool:

@@ -10,6 +10,7 @@ from factories import EOS, PAD, VOCAB, padded_batch, tiny_model, variant_model
 from fresh_process import generate_with_remote_code
 
 from deep_nmt_hf import DeepDecoderConfig, DeepDecoderForConditionalGeneration
+from deep_nmt_hf.caches import NoCrossAttentionLayer
 from deep_nmt_hf.collapse_losses import (
     ald_contrastive_loss,
     mask_source_tokens,
@@ -17,7 +18,7 @@ from deep_nmt_hf.collapse_losses import (
     symmetric_kl,
 )
 from deep_nmt_hf.folding import fold_to_stock
-from deep_nmt_hf.transformers_compat import cache_of
+from deep_nmt_hf.transformers_compat import cache_of, with_cache
 
 UNK = 1
 
@@ -76,6 +77,71 @@ def test_rate_one_layers_hold_no_cross_attention_and_never_run_one(norm: str) ->
     counts = count_cross_attention_calls(model)
     model.generate(input_ids=batch()["input_ids"], attention_mask=batch()["attention_mask"], max_new_tokens=4)
     assert counts[:2] == [0, 0] and counts[2] > 0
+
+
+def assert_expanded_zeros(slot, shape: tuple[int, ...]) -> None:
+    """An absent cross-attention slot: the usual shape, zeros, stride 0, one element of storage."""
+    assert isinstance(slot, NoCrossAttentionLayer)
+    for tensor in (slot.keys, slot.values):
+        assert tensor.shape == shape and tensor.stride() == (0, 0, 0, 0)
+        assert tensor.untyped_storage().nbytes() == tensor.element_size() and not tensor.any()
+
+
+@pytest.mark.parametrize("beams", [1, 3])
+def test_cross_slots_without_attention_have_the_source_shape_and_take_no_memory(beams: int) -> None:
+    """After generate, every cross-attention slot is (batch · beams, heads, source_length, head_dim) — generic code
+    may read the source length or position 0 there —; the slots of layers owning no cross-attention (CAD, rate 1)
+    are expanded zeros, and stay so through beam reordering (run by generate), batch repetition and selection.
+    The cache then continues decoding like a fresh run."""
+    model = variant_model("deep_decoder", seed=2, decoder_layers=3, cross_attention_drop_layers=2)
+    ids, mask = padded_batch([7, 5, 4], seed=2)
+    kwargs = dict(input_ids=ids, attention_mask=mask, num_beams=beams, do_sample=False, suppress_tokens=[EOS])
+    out = model.generate(**kwargs, max_new_tokens=4, return_dict_in_generate=True)
+    cache = cache_of(out)
+    heads, head_dim = (
+        model.config.decoder_attention_heads,
+        model.config.d_model // model.config.decoder_attention_heads,
+    )
+    shape = (3 * beams, heads, ids.shape[1], head_dim)
+    slots = cache.cross_attention_cache.layers
+    assert [slot.keys.shape for slot in slots] == [shape] * 3
+    assert not slots[0].keys[:, :, 0].any()  # position 0 can be indexed
+    for slot in slots[:2]:
+        assert_expanded_zeros(slot, shape)
+    assert slots[2].keys.stride()[0] > 0  # an attending layer's keys are real
+    if beams == 1:  # greedy: the returned cache continues decoding (the new tokens are the one-run ones)
+        whole = model.generate(**kwargs, max_new_tokens=7)
+        rest = model.generate(
+            **kwargs,
+            decoder_input_ids=out.sequences,
+            decoder_attention_mask=torch.ones_like(out.sequences),
+            **with_cache(cache),
+            max_new_tokens=3,
+        )
+        assert torch.equal(rest, whole)
+    cache.batch_repeat_interleave(2)
+    cache.batch_select_indices(torch.tensor([0, 3, 5]))
+    cache.reorder_cache(torch.tensor([2, 2, 0]))
+    for slot in cache.cross_attention_cache.layers[:2]:
+        assert_expanded_zeros(slot, (3, *shape[1:]))
+    assert cache.cross_attention_cache.layers[2].keys.shape == (3, *shape[1:])
+
+
+def test_a_dropped_cross_attention_returns_zero_weights_with_a_zero_gradient() -> None:
+    """A cross-attention dropped in this pass (CAD rate < 1, training) returns zero weights that are in the graph:
+    backward gives them an all-zero gradient; the layer's output is the same as with gradients off."""
+    model = tiny_model(decoder_layers=2, cross_attention_drop_layers=1, cross_attention_drop_rate=0.5)
+    layer = model.model.decoder.layers[0]
+    states, memory = torch.randn(2, 3, 32, requires_grad=True), torch.randn(2, 5, 32)
+    run = dict(drop_cross_attention=True, self_attention_mask=None, encoder_attention_mask=None)
+    output, _, cross = layer(states, encoder_hidden_states=memory, output_attentions=True, **run)
+    assert cross.shape == (2, 4, 3, 5) and not cross.any()
+    cross.retain_grad()
+    output.sum().backward()
+    assert cross.grad is not None and not cross.grad.any() and states.grad.abs().sum() > 0
+    with torch.no_grad():  # without gradients nothing is added: the same output
+        again = layer(states, encoder_hidden_states=memory, output_attentions=True, **run)[0]
+    assert torch.equal(output, again)
 
 
 def test_post_ln_drop_outputs_ln_of_the_input_and_pre_ln_passes_it_through() -> None:

@@ -17,7 +17,7 @@ from transformers import CompileConfig, GenerationMixin
 from transformers.cache_utils import DynamicCache, EncoderDecoderCache
 
 import deep_nmt_hf
-from deep_nmt_hf.caches import RunningAverageLayer, StaticCacheNotSupported
+from deep_nmt_hf.caches import NoCrossAttentionLayer, RunningAverageLayer, StaticCacheNotSupported
 from deep_nmt_hf.generation_settings import translation_generation_config
 from deep_nmt_hf.transformers_compat import cache_of, with_cache
 
@@ -131,13 +131,13 @@ def test_cache_slots_shapes_reorder_crop_and_batch_select(variant: str) -> None:
             cache.self_attention_cache.layers[application],
             cache.cross_attention_cache.layers[application],
         )
-        if config.decoder_attention == "merged":
-            assert isinstance(own, RunningAverageLayer)
-            assert own.keys.shape == (3, 1, 4, config.d_model) and own.values.shape == (3, 1, 4, 1)
-        else:
-            assert own.keys.shape == own.values.shape == (3, HEADS, 4, HEAD_DIM)
-        source = 0 if absent_cross_attention(model, application) else ids.shape[1]
-        assert cross.keys.shape == cross.values.shape == (3, HEADS, source, HEAD_DIM)
+        # every slot in Transformers' layout (batch, heads, length, head_dim): MAtt's prefix sums and counts too
+        assert isinstance(own, RunningAverageLayer) == (config.decoder_attention == "merged")
+        assert own.keys.shape == own.values.shape == (3, HEADS, 4, HEAD_DIM)
+        # cross-attention: the source length, also where a CAD layer owns no cross-attention (expanded zeros)
+        assert cross.keys.shape == cross.values.shape == (3, HEADS, ids.shape[1], HEAD_DIM)
+        if absent_cross_attention(model, application):
+            assert isinstance(cross, NoCrossAttentionLayer) and cross.keys.stride() == (0, 0, 0, 0)
     # crop: drop the last two positions and decode them again
     cache.crop(-2)  # remove two positions
     assert cache.get_seq_length() == 2
@@ -147,13 +147,17 @@ def test_cache_slots_shapes_reorder_crop_and_batch_select(variant: str) -> None:
     order = torch.tensor([2, 0, 1])
     cache = cache_of(run(target[:, :4], EncoderDecoderCache(DynamicCache(), DynamicCache())))
     cache.reorder_cache(order)
+    assert all(
+        not absent_cross_attention(model, i) or slot.keys.stride() == (0, 0, 0, 0)
+        for i, slot in enumerate(cache.cross_attention_cache.layers)
+    )  # reordered zeros stay expanded
     permuted = run(target[order, 4:], cache, mask[order], type(encoder_outputs)(encoder_outputs[0][order]))
     torch.testing.assert_close(permuted.logits, full[order, 4:], atol=1e-5, rtol=1e-5)
     # batch selection keeps the chosen sentences
     cache = cache_of(run(target[:, :4], EncoderDecoderCache(DynamicCache(), DynamicCache())))
     keep = torch.tensor([0, 2])
     cache.batch_select_indices(keep)
-    assert all(slot.keys.shape[0] == 2 for slot in cache.cross_attention_cache.layers)  # empty slots too
+    assert all(slot.keys.shape[0] == 2 for slot in cache.cross_attention_cache.layers)  # absent slots too
     selected = run(target[keep, 4:], cache, mask[keep], type(encoder_outputs)(encoder_outputs[0][keep]))
     torch.testing.assert_close(selected.logits, full[keep, 4:], atol=1e-5, rtol=1e-5)
 
@@ -220,6 +224,44 @@ def test_attentions_and_hidden_states_are_tensors_per_layer_application_with_gra
     if config.decoder_attention == "self":
         real += list(out.decoder_attentions)
     assert all(entry.grad is not None for entry in real)
+    # an absent cross-attention's zeros are in the graph too, with their true gradient: exactly zero
+    absent = [w for i, w in enumerate(out.cross_attentions) if absent_cross_attention(model, i)]
+    assert all(entry.grad is not None and not entry.grad.any() for entry in absent)
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_retain_grad_on_the_first_layers_attentions_as_transformers_tests_it(variant: str) -> None:
+    """Transformers' test_retain_grad_hidden_states_attentions: retain_grad on the first entry of each output,
+    backward from one logit, every .grad set. For the deep decoder, layer 0 owns no cross-attention: its zero
+    weights get an all-zero gradient, while an attending layer's weights get a non-zero one. The logits are the
+    same with gradients off (nothing added) and on (the placeholder joins the graph without changing them)."""
+    model = build(variant, seed=4)
+    ids, mask = padded_batch([6, 4], seed=4)
+    target = torch.cat([torch.full((2, 1), PAD), torch.randint(2, VOCAB - 1, (2, 4))], dim=1)
+    inputs = dict(input_ids=ids, attention_mask=mask, decoder_input_ids=target)
+    out = model(**inputs, output_attentions=True, output_hidden_states=True)
+    entries = [
+        out.encoder_hidden_states[0],
+        out.encoder_attentions[0],
+        out.decoder_hidden_states[0],
+        out.decoder_attentions[0],
+        out.cross_attentions[0],
+        out.cross_attentions[-1],
+    ]
+    for entry in entries:
+        entry.retain_grad()
+    out.logits.flatten()[0].backward()
+    assert all(entry.grad is not None for entry in entries[:3] + entries[4:])
+    first, last = out.cross_attentions[0].grad, out.cross_attentions[-1].grad
+    assert last.abs().sum() > 0  # an attending layer
+    if absent_cross_attention(model, 0):
+        assert first.shape == out.cross_attentions[0].shape and not first.any()
+    else:
+        assert first.abs().sum() > 0
+    if model.config.decoder_attention == "self":
+        assert out.decoder_attentions[0].grad is not None
+    with torch.no_grad():  # without gradients nothing is added to the output
+        assert torch.equal(model(**inputs, output_attentions=True).logits, out.logits)
 
 
 GENERATION_MODES = {

@@ -13,6 +13,7 @@ from deep_nmt_hf.caches import RunningAverageLayer
 from deep_nmt_hf.folding import NotFoldableError, fold_to_stock
 from deep_nmt_hf.merged_attention import MergedAttention, cumulative_average
 from deep_nmt_hf.residual import AdminOmega
+from deep_nmt_hf.transformers_compat import cache_of
 
 
 def test_cumulative_average_equals_explicit_mean_with_padding() -> None:
@@ -34,11 +35,12 @@ def test_step_by_step_average_with_prefix_sums_equals_the_full_pass_and_crops_ex
     slot = RunningAverageLayer()
     for t in range(6):
         step, sums, counts = cumulative_average(values[:, t : t + 1], None, slot.previous())
-        slot.update(sums.unsqueeze(1), counts.unsqueeze(1))
+        slot.append(sums, counts, heads=2)
         torch.testing.assert_close(step[:, 0], full[:, t])
-    assert (
-        slot.get_seq_length() == 6 and slot.keys.shape == (3, 1, 6, 4) and slot.values.shape == (3, 1, 6, 1)
-    )
+    # the K/V layout (batch, heads, t, head_dim): sums split into 2 heads of 2, counts broadcast
+    assert slot.get_seq_length() == 6 and slot.keys.shape == slot.values.shape == (3, 2, 6, 2)
+    torch.testing.assert_close(slot.keys.transpose(1, 2).flatten(2), values.cumsum(1))
+    assert torch.equal(slot.values, torch.arange(1.0, 7.0)[None, None, :, None].expand(3, 2, 6, 2))
     slot.crop(-2)  # drop two positions (rejected draft tokens): the average continues from position 4
     step, _, _ = cumulative_average(values[:, 4:5], None, slot.previous())
     torch.testing.assert_close(step[:, 0], full[:, 4])
@@ -78,6 +80,29 @@ def test_cached_generation_equals_uncached(norm: str, beams: int) -> None:
     assert torch.equal(model.generate(**kwargs, use_cache=True), model.generate(**kwargs, use_cache=False))
 
 
+@pytest.mark.parametrize("beams", [1, 3])
+def test_generated_cache_has_the_key_value_layout(beams: int) -> None:
+    """After generate (greedy, beam 3), every MAtt slot holds keys and values of shape (batch · beams, heads,
+    steps, head_dim), as Transformers expects of each layer: keys the prefix sums of S W_v split into heads (their
+    last entry is what `previous()` continues from), values the prefix counts (1, 2, …, steps: no target padding)."""
+    model = tiny_model(seed=3, decoder_attention="merged")
+    ids, mask = padded_batch([8, 5], seed=4)
+    out = model.generate(
+        input_ids=ids, attention_mask=mask, num_beams=beams, max_new_tokens=6, return_dict_in_generate=True
+    )
+    cache = cache_of(out)
+    steps = cache.get_seq_length()
+    assert steps == out.sequences.shape[1] - 1
+    counts = torch.arange(1.0, steps + 1)[None, None, :, None].expand(2 * beams, 4, steps, 8)
+    for slot in cache.self_attention_cache.layers:
+        assert isinstance(slot, RunningAverageLayer)
+        assert slot.keys.shape == slot.values.shape == (2 * beams, 4, steps, 8)
+        assert torch.equal(slot.values, counts)
+        sums, count = slot.previous()
+        assert torch.equal(sums, slot.keys[:, :, -1].reshape(2 * beams, 32))
+        assert torch.equal(count, torch.full((2 * beams, 1), float(steps)))
+
+
 def test_incremental_logits_equal_the_full_pass_and_the_cache_holds_running_sums() -> None:
     model = tiny_model(seed=5, decoder_attention="merged", decoder_layers=3)
     ids, mask = padded_batch([6, 4])
@@ -87,7 +112,11 @@ def test_incremental_logits_equal_the_full_pass_and_the_cache_holds_running_sums
     torch.testing.assert_close(steps, full, atol=1e-5, rtol=1e-5)
     slots = cache.self_attention_cache.layers
     assert len(slots) == 3 and all(isinstance(s, RunningAverageLayer) for s in slots)
-    assert all(s.keys.shape == (2, 1, target.shape[1], 32) for s in slots)
+    length = target.shape[1]
+    assert all(
+        s.keys.shape == s.values.shape == (2, 4, length, 8) for s in slots
+    )  # (batch, heads, t, head_dim)
+    assert all(torch.equal(s.values[:, :, -1], torch.full((2, 4, 8), float(length))) for s in slots)
     assert cache.get_seq_length() == target.shape[1]
 
 
