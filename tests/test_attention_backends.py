@@ -49,6 +49,49 @@ def test_eager_sdpa_and_flex_give_the_same_logits_for_every_variant() -> None:
             assert gap < 1e-5, (variant, implementation, gap)
 
 
+def flash_contract_attention(module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kwargs):
+    """What flash_attention_2 gets, checked, then computed with SDPA on the CPU: never a 4-D mask, only a (batch,
+    keys) padding mask or None; causality only from `module.is_causal`, aligned bottom-right as flash aligns it."""
+    assert attention_mask is None or attention_mask.dim() == 2, "flash takes no 4-D mask"
+    blocked = None
+    if attention_mask is not None:
+        blocked = ~attention_mask.bool()[:, None, None, :]
+    queries, keys = query.shape[2], key.shape[2]
+    if module.is_causal and queries > 1:
+        future = torch.ones(queries, keys, dtype=torch.bool).triu(keys - queries + 1)
+        blocked = future if blocked is None else blocked | future
+    mask = None if blocked is None else ~blocked
+    output = torch.nn.functional.scaled_dot_product_attention(
+        query, key, value, attn_mask=mask, scale=scaling
+    )
+    return output.transpose(1, 2).contiguous(), None
+
+
+def test_the_flash_contract_holds_for_every_variant() -> None:
+    """flash_attention_2 needs CUDA; its contract is checked here: an attention function registered under a new
+    name (without "flash" in it: Transformers sends such names to its flash kernels) with masking_utils' flash mask (`flash_attention_mask`) receives only 2-D padding masks or None and the
+    modules' `is_causal`, and gives eager's logits on the real positions for every variant (MAtt included: its
+    average attention is plain arithmetic outside the attention interface, only its cross-attention goes through
+    the backend)."""
+    from transformers import AttentionInterface
+    from transformers.masking_utils import AttentionMaskInterface, flash_attention_mask
+
+    AttentionInterface.register("varlen_contract", flash_contract_attention)
+    AttentionMaskInterface.register("varlen_contract", flash_attention_mask)
+    ids, mask = padded_batch([7, 5], seed=3)
+    decoder_ids, decoder_mask = decoder_batch(seed=3)
+    batch = dict(
+        input_ids=ids, attention_mask=mask, decoder_input_ids=decoder_ids, decoder_attention_mask=decoder_mask
+    )
+    real = decoder_mask.bool()
+    for variant in VARIANTS:
+        model = variant_model(variant, seed=7)
+        eager = logits_with(model, "eager", **batch)
+        flash = logits_with(model, "varlen_contract", **batch)
+        gap = (flash - eager)[real].abs().max().item()
+        assert gap < 1e-5, (variant, gap)
+
+
 def test_sdpa_gets_is_causal_and_no_mask_for_an_unpadded_batch(monkeypatch: pytest.MonkeyPatch) -> None:
     """No padding anywhere: every SDPA call gets no materialised mask; the decoder's self-attention calls get
     `is_causal=True` (so torch may pick its flash kernel), the encoder's and the cross-attention's `False`."""
