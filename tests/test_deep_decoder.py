@@ -24,14 +24,20 @@ UNK = 1
 
 
 def count_cross_attention_calls(model) -> list[int]:
+    """Per decoder layer, how many forward passes its cross-attention sublayer contributed to the output: the
+    sublayer's output differs from the dropped form (post-LN: LN(s(x)); pre-LN: x). The drop-net gate is a tensor
+    (no graph break), so the attention runs either way and only its contribution tells."""
     counts = [0] * len(model.model.decoder.layers)
     for index, layer in enumerate(model.model.decoder.layers):
         if layer.encoder_attn is not None and layer.encoder_attn.fn is not None:
 
             def hook(module, args, output, index=index):
-                counts[index] += 1
+                x = args[0]
+                dropped = x if module.pre_norm else module.layer_norm(module._scaled_residual(x))
+                if not torch.allclose(output[0], dropped, atol=1e-6):
+                    counts[index] += 1
 
-            layer.encoder_attn.fn.register_forward_hook(hook)
+            layer.encoder_attn.register_forward_hook(hook)
     return counts
 
 
