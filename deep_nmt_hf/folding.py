@@ -180,18 +180,13 @@ def fold_residual_scales(model: PreTrainedModel) -> PreTrainedModel:
 
 def _stock_state_dict(model: PreTrainedModel) -> dict[str, torch.Tensor]:
     base = model.model
-    shared = base.shared.weight
     state = {
-        "model.shared.weight": shared,
-        "model.encoder.embed_tokens.weight": shared,
-        "model.decoder.embed_tokens.weight": shared,
+        "model.encoder.embed_tokens.weight": base.encoder.embed_tokens.weight,
+        "model.decoder.embed_tokens.weight": base.decoder.embed_tokens.weight,
         "lm_head.weight": model.lm_head.weight,
     }
-    if (
-        base.decoder_embed_tokens is not None
-    ):  # untied source / target: Marian's share_encoder_decoder_embeddings=False
-        del state["model.shared.weight"]
-        state["model.decoder.embed_tokens.weight"] = base.decoder_embed_tokens.weight
+    if base.decoder_embed_tokens is None:  # Marian has `shared` only with share_encoder_decoder_embeddings
+        state["model.shared.weight"] = base.shared.weight
     attn_names = ("q_proj", "k_proj", "v_proj", "out_proj")
     d_model = base.config.d_model
     zeros = {"weight": torch.zeros(d_model, d_model), "bias": torch.zeros(d_model)}

@@ -481,10 +481,10 @@ class _Stack(DeepNMTPreTrainedModel):
     PreTrainedModel (as Marian's) so that Transformers' output recording (`capture_outputs`, `_can_record_outputs`)
     collects its per-layer outputs; the enclosing model initialises its weights."""
 
-    def __init__(self, config: DeepNMTConfig, shared: nn.Embedding, side: str) -> None:
+    def __init__(self, config: DeepNMTConfig, embed_tokens: nn.Embedding, side: str) -> None:
         super().__init__(config)
         self.side = side
-        self._shared = [shared]  # owned (and saved) by DeepNMTModel.shared; not registered twice
+        self.embed_tokens = embed_tokens  # DeepNMTModel's `shared` (or `decoder_embed_tokens`) module itself
         self.embed_scale = math.sqrt(config.d_model) if config.scale_embedding else 1.0
         self.embed_positions = SinusoidalPositions(config.max_position_embeddings, config.d_model)
         self.dropout = config.dropout
@@ -519,13 +519,6 @@ class _Stack(DeepNMTPreTrainedModel):
             return output
         history.append(self.aggregation.store(output, len(history)))
         return self.aggregation.combine(history)
-
-    @property
-    def embed_tokens(self) -> nn.Embedding:
-        return self._shared[0]
-
-    def set_embed_tokens(self, embedding: nn.Embedding) -> None:
-        self._shared[0] = embedding
 
     def embed(
         self, input_ids: torch.Tensor | None, inputs_embeds: torch.Tensor | None, offset: int = 0
@@ -685,31 +678,47 @@ class DeepNMTModel(DeepNMTPreTrainedModel):
         self.shared = nn.Embedding(config.vocab_size, config.d_model, config.pad_token_id)
         # share_encoder_decoder_embeddings=False: the decoder reads its own target embedding
         self.decoder_embed_tokens = None
+        target = "shared"
         if not getattr(config, "share_encoder_decoder_embeddings", True):
             self.decoder_embed_tokens = nn.Embedding(config.vocab_size, config.d_model, config.pad_token_id)
+            target = "decoder_embed_tokens"
+        # the stacks hold these very modules; the mapping makes checkpoints store each once (as before) and lets
+        # from_pretrained and accelerate see the ties
+        self._tied_weights_keys = {
+            "encoder.embed_tokens.weight": "shared.weight",
+            "decoder.embed_tokens.weight": f"{target}.weight",
+        }
         self.encoder = DeepNMTEncoder(config, self.shared)
-        self.decoder = DeepNMTDecoder(config, self.decoder_embed_tokens or self.shared)
+        self.decoder = DeepNMTDecoder(config, getattr(self, target))
         self.post_init()
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        """Replacing `shared` (or `decoder_embed_tokens`) replaces the stacks' `embed_tokens` with it, so that
+        set_input_embeddings, resizing and PEFT's wrappers of `shared` (LoRA, modules_to_save) reach the forward."""
+        super().__setattr__(name, value)
+        if name in ("shared", "decoder_embed_tokens") and "decoder" in self._modules:
+            self.encoder.embed_tokens = self.shared
+            target = self.decoder_embed_tokens
+            self.decoder.embed_tokens = self.shared if target is None else target
+
+    def get_expanded_tied_weights_keys(self, all_submodels: bool = False) -> dict[str, str]:
+        """The stacks' embedding ties hold whatever `tie_word_embeddings` says: it unties only the output
+        projection (Transformers drops every tie of a model without it)."""
+        if all_submodels:
+            return super().get_expanded_tied_weights_keys(all_submodels=True)
+        return dict(self._tied_weights_keys)
 
     def get_input_embeddings(self) -> nn.Embedding:
         return self.shared
 
     def set_input_embeddings(self, value: nn.Embedding) -> None:
         self.shared = value
-        self.encoder.set_embed_tokens(value)
-        if self.decoder_embed_tokens is None:
-            self.decoder.set_embed_tokens(value)
 
     def get_encoder(self) -> DeepNMTEncoder:
         return self.encoder
 
     def get_decoder(self) -> DeepNMTDecoder:
         return self.decoder
-
-    def set_target_embeddings(self, value: nn.Embedding) -> None:
-        """Replace the decoder's own target embedding (`share_encoder_decoder_embeddings=False`)."""
-        self.decoder_embed_tokens = value
-        self.decoder.set_embed_tokens(value)
 
     @takes_cache
     def forward(
@@ -843,7 +852,7 @@ class DeepNMTForConditionalGeneration(DeepNMTPreTrainedModel, GenerationMixin):
                 target, embeddings.num_embeddings, mean_resizing=mean_resizing
             )
             resized.requires_grad_(target.weight.requires_grad)
-            self.model.set_target_embeddings(resized)
+            self.model.decoder_embed_tokens = resized
         return embeddings
 
     def prepare_decoder_input_ids_from_labels(self, labels: torch.Tensor) -> torch.Tensor:

@@ -126,12 +126,23 @@ def shard_summary(model: nn.Module) -> dict[str, Any]:
     }
 
 
+def _tied(model: nn.Module) -> dict[str, str]:
+    """{alias: source} of the model's tied weights (the stacks' `embed_tokens`, a tied output projection)."""
+    return dict(getattr(model, "all_tied_weights_keys", None) or {})
+
+
 def full_state_dict(model: nn.Module) -> dict[str, torch.Tensor]:
-    """The full (unsharded) state dict on CPU on rank 0, ``{}`` on the other ranks (collective)."""
+    """The full (unsharded) state dict on CPU on rank 0, ``{}`` on the other ranks (collective). Gathering
+    copies each name of a tied weight apart: its aliases get the source's tensor back, so that `save_pretrained`
+    stores it once."""
     from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
 
     options = StateDictOptions(full_state_dict=True, cpu_offload=True)
-    return get_model_state_dict(model, options=options)
+    state = get_model_state_dict(model, options=options)
+    for alias, source in _tied(model).items():
+        if alias in state and source in state:
+            state[alias] = state[source]
+    return state
 
 
 def _torch_optimizer(optimizer: Any) -> torch.optim.Optimizer:
@@ -155,7 +166,8 @@ def load_full_checkpoint(
 ) -> None:
     """Load a full `save_pretrained` checkpoint (``*.safetensors``; and, with `optimizer`, the full optimizer
     state in `optimizer_file`) into the sharded `model`: every rank reads the files and keeps its shards
-    (collective). Keys missing from the files must be tied weights (the output projection)."""
+    (collective). Keys missing from the files must be tied weights (the stacks' embeddings, a tied output
+    projection)."""
     from safetensors.torch import load_file
     from torch.distributed.checkpoint.state_dict import (
         StateDictOptions,
@@ -172,8 +184,10 @@ def load_full_checkpoint(
         state_dict: dict[str, torch.Tensor] = {}
         for file in files:
             state_dict.update(load_file(file))
+        tied = set(_tied(model))
+        # aliases load through their source (a file written by an earlier full_state_dict may hold copies)
+        state_dict = {key: value for key, value in state_dict.items() if key not in tied}
         missing, unexpected = set_model_state_dict(model, state_dict, options=options)
-        tied = set(getattr(model, "_tied_weights_keys", None) or ())
         if unexpected or set(missing) - tied:
             raise ValueError(
                 f"{directory}: weights do not match the model (missing {sorted(set(missing) - tied)}, "

@@ -190,10 +190,45 @@ def test_embedding_resize_internals() -> None:
 
 
 def test_tied_weights_keys_as_a_mapping() -> None:
-    """PreTrainedModel._tied_weights_keys as {target: source} and all_tied_weights_keys (checkpoint averaging)."""
+    """PreTrainedModel._tied_weights_keys as {target: source}, also on a submodel (DeepNMTModel's stacks), and
+    all_tied_weights_keys gathering them (checkpoint averaging, resuming, sharded loading)."""
     model = tiny_model(seed=3)
-    assert dict(model.all_tied_weights_keys) == {"lm_head.weight": "model.shared.weight"}
+    embeddings = {
+        f"model.{side}.embed_tokens.weight": "model.shared.weight" for side in ("encoder", "decoder")
+    }
+    assert dict(model.all_tied_weights_keys) == {"lm_head.weight": "model.shared.weight", **embeddings}
     assert model.lm_head.weight is model.model.shared.weight
+
+
+def test_save_pretrained_drops_the_tied_keys_of_submodels(tmp_path) -> None:
+    """save_pretrained drops a tensor's aliases named in any submodule's `_tied_weights_keys` (our stacks'
+    `embed_tokens`), keeping `model.shared.weight`; from_pretrained ties them back without missing keys."""
+    from safetensors import safe_open
+    from transformers import AutoModelForSeq2SeqLM
+
+    model = tiny_model(seed=3, tie_word_embeddings=False)
+    model.save_pretrained(tmp_path)
+    with safe_open(str(tmp_path / "model.safetensors"), "pt") as handle:
+        assert (
+            not any("embed_tokens" in key for key in handle.keys()) and "model.shared.weight" in handle.keys()
+        )
+    loaded, info = AutoModelForSeq2SeqLM.from_pretrained(tmp_path, output_loading_info=True)
+    assert not info["missing_keys"] and loaded.model.encoder.embed_tokens is loaded.model.shared
+
+
+def test_get_expanded_tied_weights_keys() -> None:
+    """PreTrainedModel.get_expanded_tied_weights_keys(all_submodels): post_init and tie_weights ask each
+    submodel for its ties through it; Transformers' own returns none without `tie_word_embeddings`, ours
+    (DeepNMTModel) keeps the stacks' embedding ties then."""
+    from transformers import PreTrainedModel
+
+    assert "all_submodels" in parameters(PreTrainedModel.get_expanded_tied_weights_keys)
+    model = tiny_model(seed=3, tie_word_embeddings=False)
+    assert PreTrainedModel.get_expanded_tied_weights_keys(model.model) == {}
+    assert set(model.all_tied_weights_keys) == {
+        f"model.{s}.embed_tokens.weight" for s in ("encoder", "decoder")
+    }
+    assert model.get_expanded_tied_weights_keys(all_submodels=True) == model.all_tied_weights_keys
 
 
 @pytest.mark.parametrize(

@@ -275,11 +275,9 @@ class DeepNMTTrainer(Seq2SeqTrainer):
         return int(round(self.state.epoch or 0))
 
     def _issue_warnings_after_load(self, load_result: Any) -> None:
-        """A checkpoint of a tied head holds the shared embedding once (save_pretrained drops the tied
-        `lm_head.weight`); loading it back is complete, not a "missing keys" case: tie and do not warn."""
-        tied = getattr(self.model, "_tied_weights_keys", None) or {}
-        if not getattr(self.model.config, "tie_word_embeddings", False):
-            tied = {}
+        """A checkpoint holds the shared embedding once (save_pretrained drops the stacks' `embed_tokens` and a
+        tied `lm_head.weight`); loading it back is complete, not a "missing keys" case: tie and do not warn."""
+        tied = getattr(self.model, "all_tied_weights_keys", None) or {}
         missing = [key for key in load_result.missing_keys if key not in tied]
         if len(missing) < len(load_result.missing_keys):
             self.model.tie_weights()
