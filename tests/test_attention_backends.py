@@ -15,13 +15,16 @@ VARIANTS = list(deep_nmt_hf.VARIANTS)
 NO_EOS = dict(eos_token_id=None, forced_eos_token_id=None)
 
 
-def decoder_batch(seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
-    """Decoder inputs (2, 6) whose second row is padded after 4 tokens."""
-    generator = torch.Generator().manual_seed(seed)
-    ids = torch.randint(2, 40, (2, 6), generator=generator)
-    mask = torch.ones_like(ids)
-    mask[1, 4:] = 0
-    return ids, mask
+def padded_inputs(source_seed: int, target_seed: int) -> dict[str, torch.Tensor]:
+    """A padded source (lengths 7, 5) and decoder inputs (2, 6) whose second row is padded after 4 tokens."""
+    ids, mask = padded_batch([7, 5], seed=source_seed)
+    generator = torch.Generator().manual_seed(target_seed)
+    decoder_ids = torch.randint(2, 40, (2, 6), generator=generator)
+    decoder_mask = torch.ones_like(decoder_ids)
+    decoder_mask[1, 4:] = 0
+    return dict(
+        input_ids=ids, attention_mask=mask, decoder_input_ids=decoder_ids, decoder_attention_mask=decoder_mask
+    )
 
 
 def logits_with(model, implementation: str, **batch) -> torch.Tensor:
@@ -34,12 +37,8 @@ def test_eager_sdpa_and_flex_give_the_same_logits_for_every_variant() -> None:
     """Padded source and target, every variant: SDPA and flex logits equal eager's within 1e-5 on the real target
     positions (the padded ones are never scored). Flex compiles once on CPU (tens of seconds), then every variant
     reuses it."""
-    ids, mask = padded_batch([7, 5], seed=1)
-    decoder_ids, decoder_mask = decoder_batch()
-    batch = dict(
-        input_ids=ids, attention_mask=mask, decoder_input_ids=decoder_ids, decoder_attention_mask=decoder_mask
-    )
-    real = decoder_mask.bool()
+    batch = padded_inputs(1, 0)
+    real = batch["decoder_attention_mask"].bool()
     for variant in VARIANTS:
         model = variant_model(variant, seed=3)
         eager = logits_with(model, "eager", **batch)
@@ -78,12 +77,8 @@ def test_the_flash_contract_holds_for_every_variant() -> None:
 
     AttentionInterface.register("varlen_contract", flash_contract_attention)
     AttentionMaskInterface.register("varlen_contract", flash_attention_mask)
-    ids, mask = padded_batch([7, 5], seed=3)
-    decoder_ids, decoder_mask = decoder_batch(seed=3)
-    batch = dict(
-        input_ids=ids, attention_mask=mask, decoder_input_ids=decoder_ids, decoder_attention_mask=decoder_mask
-    )
-    real = decoder_mask.bool()
+    batch = padded_inputs(3, 3)
+    real = batch["decoder_attention_mask"].bool()
     for variant in VARIANTS:
         model = variant_model(variant, seed=7)
         eager = logits_with(model, "eager", **batch)
@@ -122,15 +117,7 @@ def test_sdpa_gets_is_causal_and_no_mask_for_an_unpadded_batch(monkeypatch: pyte
 def test_attention_weights_under_sdpa_equal_eager() -> None:
     """`output_attentions=True` under SDPA computes that call eagerly, with masks built for eager: the weights
     equal an eager model's (causal, padding-aware)."""
-    ids, mask = padded_batch([7, 5], seed=2)
-    decoder_ids, decoder_mask = decoder_batch(seed=2)
-    batch = dict(
-        input_ids=ids,
-        attention_mask=mask,
-        decoder_input_ids=decoder_ids,
-        decoder_attention_mask=decoder_mask,
-        output_attentions=True,
-    )
+    batch = dict(padded_inputs(2, 2), output_attentions=True)
     model = variant_model("base", seed=4)
     model.set_attn_implementation("eager")
     with torch.no_grad():
