@@ -33,14 +33,15 @@ validation pairs with wrong sources (over-fitting gap, source reliance). A run t
 finished too, with the step and the reason in its record.
 
 Operation: `plan()` orders the work so that every sitting leaves a valid partial report: first every row of
-FIRST_PASS with seed 1 (each claim's counterfactual beside its claimed row), then seeds 2 and 3 of the HEADLINE
-rows and of the best deep row. Every run trains in its own process with one torch thread at nice 19, `--jobs` at
-once; its Trainer checkpoints (one per epoch), logs and saved models (best, averaged; they load with
-AutoModelForSeq2SeqLM) live in ``~/.cache/deep_nmt_bench/depth-annealed/e{EPOCHS}/ROW/seed{S}/``
-($DEEP_NMT_BENCH_CACHE moves it), so the study spans sittings: ``--reuse`` resumes unfinished runs from their last
-epoch checkpoint (end the workers before CI or timing benches run on the machine). Each finished run writes its
-record, numbers only, to ``bench/results/depth_multi30k/e{EPOCHS}/ROW/seed{S}.json`` (committed); the report
-(bench/depth_report.py) is rebuilt from the records.
+FIRST_PASS with seed 1 (each claim's counterfactual beside its claimed row), then seeds 2 and 3 of the HEADLINE rows
+and of the best deep row, then the rest (LATER: the 36-6 rows, seed 1). Every run trains in its own process with one
+torch thread at nice 19, `--jobs` at once; its Trainer checkpoints (one per epoch), logs and saved models (best,
+averaged; they load with AutoModelForSeq2SeqLM) live in
+``~/.cache/deep_nmt_bench/depth-annealed/e{EPOCHS}/ROW/seed{S}/`` ($DEEP_NMT_BENCH_CACHE moves it), so the study
+spans sittings: ``--reuse`` resumes unfinished runs from their last epoch checkpoint (end the workers before CI or
+timing benches run on the machine). Each finished run writes its record, numbers only, to
+``bench/results/depth_multi30k/e{EPOCHS}/ROW/seed{S}.json`` (committed); the report (bench/depth_report.py) is
+rebuilt from the records.
 
     nice -n 19 python bench/depth_multi30k.py --reuse           # the plan (25-30 CPU-hours; resumable)
     python bench/depth_multi30k.py --reuse --only admin-18-6 --seeds 1 2 3
@@ -193,10 +194,9 @@ FIRST_PASS = (
     "dsinit-matt-18-6",
     "unshared-18-6",
     "shared-18-6",
-    "post-36-6",
-    "admin-36-6",
-    "deepnorm-36-6",
 )
+# the rest, after the headline rows' extra seeds: ADMIN's deeper check (the costliest rows, ~1.4x an 18-6 run)
+LATER = ("post-36-6", "admin-36-6", "deepnorm-36-6")
 RECIPE_OPTIONS = ("optimizer", "adam_beta1", "adam_beta2", "adam_epsilon", "weight_decay", "max_grad_norm")
 RECIPE_OPTIONS += ("label_smoothing", "num_beams", "length_penalty", "length_penalty_form")
 RECIPE_OPTIONS += ("learning_rate", "warmup_steps")
@@ -596,7 +596,8 @@ def status(name: str, seed: int, args: argparse.Namespace) -> str:
 def plan(args: argparse.Namespace) -> list[tuple[str, int]]:
     """(row, seed) in the order the study runs them: `--only` × `--seeds` when given; otherwise every row of
     FIRST_PASS with seed 1 (each claim's counterfactual beside its claimed row), then seeds 2 and 3 of the
-    HEADLINE rows and of the best deep row finished so far (highest mean averaged test BLEU)."""
+    HEADLINE rows and of the best deep row finished so far (highest averaged test BLEU of seed 1), then the LATER
+    rows (36-6) with seed 1. Re-planned at every start: a LATER row that becomes the best gets its seeds then."""
     if args.only:
         unknown = [n for n in args.only if n not in MODELS]
         if unknown:
@@ -613,7 +614,7 @@ def plan(args: argparse.Namespace) -> list[tuple[str, int]]:
         headline.append(max(finished, key=finished.get))
     for seed in HEADLINE_SEEDS[1:]:
         tasks += [(name, seed) for name in dict.fromkeys(headline)]
-    return tasks
+    return tasks + [(name, 1) for name in LATER if (name, 1) not in tasks]
 
 
 def orchestrate(args: argparse.Namespace) -> None:

@@ -706,6 +706,7 @@ def progress(
     """What has finished and what is left, in a paragraph."""
     finished = [(n, r["seed"]) for n, recs in records.items() for r in recs]
     first = [n for n in study.FIRST_PASS if any(r["seed"] == 1 for r in records.get(n, []))]
+    later = [n for n in study.LATER if any(r["seed"] == 1 for r in records.get(n, []))]
     extra = [(n, s) for n, s in planned if s != 1]
     extra_done = [(n, s) for n, s in extra if (n, s) in set(finished)]
     running = [
@@ -716,7 +717,8 @@ def progress(
     text = (
         f"**Progress.** {len(finished)} runs finished: the first pass (seed 1) has {len(first)} of "
         f"{len(study.FIRST_PASS)} rows, the extra seeds {len(extra_done)} of {len(extra)} planned"
-        f"{' (' + ', '.join(f'{n} seed {s}' for n, s in extra_done) + ')' if extra_done else ''}. "
+        f"{' (' + ', '.join(f'{n} seed {s}' for n, s in extra_done) + ')' if extra_done else ''}, "
+        f"the rest (36-6, seed 1) {len(later)} of {len(study.LATER)}. "
     )
     if not left:
         return text + "Nothing of the plan is left."
