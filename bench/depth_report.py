@@ -14,6 +14,7 @@ tests/test_depth_report.py runs them on synthetic records.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import math
 import statistics
@@ -1101,6 +1102,24 @@ def pilot_plot(summary: dict[str, dict[int, dict[str, Any]]], by_budget: dict, p
     plt.close(fig)
 
 
+def gap_sentence(summary: dict[str, dict[int, dict[str, Any]]]) -> str:
+    """What the verdicts measure, by budget: the averaged-BLEU difference of every two pilot rows at each budget
+    both were recorded at. A budget is long enough for the study when this difference no longer moves with it."""
+    parts = []
+    for a, b in itertools.combinations(summary, 2):
+        shared = [e for e in sorted(summary[a]) if e in summary[b]]
+        diffs = [
+            f"{summary[a][e]['bleu'] - summary[b][e]['bleu']:+.2f} at {e}"
+            for e in shared
+            if summary[a][e]["bleu"] is not None and summary[b][e]["bleu"] is not None
+        ]
+        if len(diffs) >= 2:
+            parts.append(f"{a} − {b}: {', '.join(diffs)} epochs")
+    if not parts:
+        return ""
+    return "Difference between rows (averaged test BLEU) by budget: " + "; ".join(parts) + "."
+
+
 def build_pilot(
     by_budget: dict[int, dict[str, list[dict[str, Any]]]], chosen: int
 ) -> tuple[str, dict[str, Any]]:
@@ -1131,7 +1150,7 @@ def build_pilot(
         for name, per in summary.items()
         for e, v in sorted(per.items())
     ]
-    sentence = budget_sentence(summary, chosen)
+    sentence = " ".join(x for x in (budget_sentence(summary, chosen), gap_sentence(summary)) if x)
     markdown = "\n\n".join(
         [
             "# The budget pilot of the depth study: the same rows at several epoch budgets",

@@ -230,6 +230,14 @@ def test_pilot_budget_sentence() -> None:
     assert set(payload["rows"]) == {"post-6-6", "marian-6-6"}
     assert "From 20 to 30 epochs averaged test BLEU changes by" in payload["conclusion"]
     assert "| post-6-6 | 30 | 2 |" in markdown
+    # the difference the verdicts measure, at each budget both rows have (one entry per budget)
+    gap = payload["conclusion"].split("Difference between rows (averaged test BLEU) by budget: ")[1]
+    rows = payload["rows"]
+    diffs = [rows["marian-6-6"][e]["bleu"] - rows["post-6-6"][e]["bleu"] for e in (10, 20, 30)]
+    assert (
+        gap
+        == f"marian-6-6 − post-6-6: {diffs[0]:+.2f} at 10, {diffs[1]:+.2f} at 20, {diffs[2]:+.2f} at 30 epochs."
+    )
 
 
 def test_a_run_diverged_before_its_first_checkpoint_is_finished(tmp_path: Path, monkeypatch) -> None:
