@@ -34,6 +34,9 @@ from deep_nmt_hf.significance import holm, seeded_paired_bootstrap
 SLOPE_EPOCHS = 3  # the valid-loss slope is fitted over the last this many epochs
 FLAT = 0.005  # nats per epoch: |slope| below it is "flat"
 ALPHA = 0.05  # a difference is significant when its Holm-adjusted p is below it
+GAP_STABLE = (
+    1.0  # BLEU: a budget is long enough when the next one moves no pilot difference between rows more
+)
 CLOSE_MARGIN = 1.0  # BLEU: "close" (shared layers) when the 95% CI of the deficit stays above −CLOSE_MARGIN
 COLLAPSE_SHARE = 0.5  # a row fails when its source reliance is below this share of its 6-6 reference's
 SRC_FLOOR = 0.5  # nats: the failure floor of source reliance where the 6-6 reference has no record (or is it)
@@ -1102,22 +1105,44 @@ def pilot_plot(summary: dict[str, dict[int, dict[str, Any]]], by_budget: dict, p
     plt.close(fig)
 
 
-def gap_sentence(summary: dict[str, dict[int, dict[str, Any]]]) -> str:
+def row_gaps(summary: dict[str, dict[int, dict[str, Any]]]) -> dict[tuple[str, str], dict[int, float]]:
     """What the verdicts measure, by budget: the averaged-BLEU difference of every two pilot rows at each budget
-    both were recorded at. A budget is long enough for the study when this difference no longer moves with it."""
-    parts = []
+    both were recorded at."""
+    gaps = {}
     for a, b in itertools.combinations(summary, 2):
-        shared = [e for e in sorted(summary[a]) if e in summary[b]]
-        diffs = [
-            f"{summary[a][e]['bleu'] - summary[b][e]['bleu']:+.2f} at {e}"
-            for e in shared
-            if summary[a][e]["bleu"] is not None and summary[b][e]["bleu"] is not None
-        ]
-        if len(diffs) >= 2:
-            parts.append(f"{a} − {b}: {', '.join(diffs)} epochs")
-    if not parts:
-        return ""
-    return "Difference between rows (averaged test BLEU) by budget: " + "; ".join(parts) + "."
+        gaps[(a, b)] = {
+            e: summary[a][e]["bleu"] - summary[b][e]["bleu"]
+            for e in sorted(summary[a])
+            if e in summary[b] and summary[a][e]["bleu"] is not None and summary[b][e]["bleu"] is not None
+        }
+    return {pair: per for pair, per in gaps.items() if len(per) >= 2}
+
+
+def budget_rule(summary: dict[str, dict[int, dict[str, Any]]]) -> tuple[int | None, str]:
+    """(budget, sentence): the smallest pilot budget whose rows all end flat and after which the next budget moves
+    no difference between two rows by GAP_STABLE BLEU or more; None when no budget of the pilot is long enough."""
+    gaps = row_gaps(summary)
+    if not gaps:
+        return None, ""
+    text = "Difference between rows (averaged test BLEU) by budget: " + "; ".join(
+        f"{a} − {b}: {', '.join(f'{g:+.2f} at {e}' for e, g in per.items())} epochs"
+        for (a, b), per in gaps.items()
+    )
+    budgets_ = sorted({e for per in gaps.values() for e in per})
+    for e, nxt in itertools.pairwise(budgets_):
+        moves = [abs(per[nxt] - per[e]) for per in gaps.values() if e in per and nxt in per]
+        flat = all(per[e]["trend"] == "flat" for per in summary.values() if e in per)
+        if moves and flat and max(moves) < GAP_STABLE:
+            return e, text + (
+                f". Rule: the smallest budget whose rows end flat and after which the next "
+                f"budget moves no difference by {GAP_STABLE:g} BLEU or more: {e} epochs (from {e} to {nxt} the "
+                f"differences move by at most {max(moves):.2f})."
+            )
+    return None, text + (
+        f". Rule: the smallest budget whose rows end flat and after which the next budget "
+        f"moves no difference by {GAP_STABLE:g} BLEU or more: no budget of the pilot meets it yet (the differences "
+        f"still move by {GAP_STABLE:g} or more up to {budgets_[-1]} epochs)."
+    )
 
 
 def build_pilot(
@@ -1150,7 +1175,8 @@ def build_pilot(
         for name, per in summary.items()
         for e, v in sorted(per.items())
     ]
-    sentence = " ".join(x for x in (budget_sentence(summary, chosen), gap_sentence(summary)) if x)
+    ruled, rule = budget_rule(summary)
+    sentence = " ".join(x for x in (budget_sentence(summary, chosen), rule) if x)
     markdown = "\n\n".join(
         [
             "# The budget pilot of the depth study: the same rows at several epoch budgets",
@@ -1161,7 +1187,8 @@ def build_pilot(
             sentence,
         ]
     )
-    return markdown, {"chosen_budget": chosen, "rows": summary, "conclusion": sentence}
+    payload = {"chosen_budget": chosen, "rule_budget": ruled, "rows": summary, "conclusion": sentence}
+    return markdown, payload
 
 
 def pilot_report(args: argparse.Namespace) -> None:

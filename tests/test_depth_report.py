@@ -234,10 +234,32 @@ def test_pilot_budget_sentence() -> None:
     gap = payload["conclusion"].split("Difference between rows (averaged test BLEU) by budget: ")[1]
     rows = payload["rows"]
     diffs = [rows["marian-6-6"][e]["bleu"] - rows["post-6-6"][e]["bleu"] for e in (10, 20, 30)]
-    assert (
-        gap
-        == f"marian-6-6 − post-6-6: {diffs[0]:+.2f} at 10, {diffs[1]:+.2f} at 20, {diffs[2]:+.2f} at 30 epochs."
+    assert gap.startswith(
+        f"marian-6-6 − post-6-6: {diffs[0]:+.2f} at 10, {diffs[1]:+.2f} at 20, {diffs[2]:+.2f} at 30 epochs. Rule:"
     )
+
+
+def test_budget_rule_takes_the_first_budget_after_which_the_differences_stop_moving() -> None:
+    """A budget is long enough when its rows end flat and the next budget moves no difference between rows by
+    GAP_STABLE (1 BLEU) or more: here the gap is 11.0, 5.6, 3.8, 3.6 at 10-40 epochs, so 30."""
+
+    def summary(marian: dict[int, float], post: dict[int, float], trend: str = "flat") -> dict:
+        return {
+            name: {e: {"bleu": b, "trend": trend if e == 30 else "flat"} for e, b in per.items()}
+            for name, per in (("marian-6-6", marian), ("post-6-6", post))
+        }
+
+    marian = {10: 26.0, 20: 33.0, 30: 34.6, 40: 35.2}
+    budget, text = report.budget_rule(summary(marian, {10: 15.0, 20: 27.4, 30: 30.8, 40: 31.6}))
+    assert budget == 30 and "move by at most 0.20" in text
+    # the gap still moves by 1 BLEU from 30 to 40: no budget of the pilot is long enough
+    budget, text = report.budget_rule(summary(marian, {10: 15.0, 20: 27.4, 30: 30.8, 40: 32.6}))
+    assert budget is None and "no budget of the pilot meets it yet" in text
+    # a budget whose rows still improve at their end is never chosen, however stable the gap
+    budget, _ = report.budget_rule(
+        summary(marian, {10: 15.0, 20: 27.4, 30: 30.8, 40: 31.6}, "still improving")
+    )
+    assert budget is None
 
 
 def test_a_run_diverged_before_its_first_checkpoint_is_finished(tmp_path: Path, monkeypatch) -> None:
