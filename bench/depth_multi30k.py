@@ -41,8 +41,10 @@ averaged; they load with AutoModelForSeq2SeqLM) live in
 ``~/.cache/deep_nmt_bench/depth-annealed/e{EPOCHS}/ROW/seed{S}/`` ($DEEP_NMT_BENCH_CACHE moves it), so the study
 spans sittings: ``--reuse`` resumes unfinished runs from their last epoch checkpoint (end the workers before CI or
 timing benches run on the machine). Each finished run writes its record, numbers only, to
-``bench/results/depth_multi30k/e{EPOCHS}/ROW/seed{S}.json`` (committed); the report (bench/depth_report.py) is
-rebuilt from the records.
+``bench/results/depth_multi30k/e{EPOCHS}/ROW/seed{S}.json`` and its final (averaged) weights in float16 beside it,
+``seed{S}.averaged.safetensors`` (study_weights.py; both committed, since a machine is not always handed on:
+`load_averaged` reloads a run's model on any machine); the report (bench/depth_report.py) is rebuilt from the
+records.
 
     nice -n 19 python bench/depth_multi30k.py --reuse           # the plan (25-30 CPU-hours; resumable)
     python bench/depth_multi30k.py --reuse --only admin-18-6 --seeds 1 2 3
@@ -252,6 +254,43 @@ def record_path(name: str, seed: int, args: argparse.Namespace) -> Path:
     return records_root(args) / f"e{args.epochs}" / name / f"seed{seed}.json"
 
 
+def weights_path(name: str, seed: int, args: argparse.Namespace) -> Path:
+    """NAME's final (averaged) weights for SEED, float16, beside its record (committed: study_weights.py)."""
+    return record_path(name, seed, args).with_suffix(".averaged.safetensors")
+
+
+def keep_weights(
+    name: str, seed: int, args: argparse.Namespace, model: Any = None, tokenizer: Any = None
+) -> bool:
+    """Write NAME's averaged weights beside its record (`weights_path`), from `model` or from the run's saved
+    averaged model; False when neither exists (a run finished on another machine, or diverged before its first
+    checkpoint)."""
+    from study_weights import save_weights, tokenizer_digest
+    from transformers import AutoModelForSeq2SeqLM
+
+    saved = run_dir(name, seed, args) / "averaged"
+    if model is None:
+        if not (saved / "config.json").exists():
+            return False
+        model = AutoModelForSeq2SeqLM.from_pretrained(saved)
+    tokenizer = tokenizer or multi30k_tokenizer(args.vocab_size)
+    save_weights(model, weights_path(name, seed, args), tokenizer_digest(tokenizer))
+    return True
+
+
+def load_averaged(name: str, seed: int, args: argparse.Namespace) -> Any:
+    """NAME's final (averaged) model for SEED, in eval mode: the run's saved model where this machine has it,
+    else the committed float16 weights (checked against the tokenizer `multi30k_tokenizer` builds here)."""
+    from study_weights import load_weights, tokenizer_digest
+    from transformers import AutoModelForSeq2SeqLM
+
+    saved = run_dir(name, seed, args) / "averaged"
+    if (saved / "config.json").exists():
+        return AutoModelForSeq2SeqLM.from_pretrained(saved).eval()
+    digest = tokenizer_digest(multi30k_tokenizer(args.vocab_size))
+    return load_weights(weights_path(name, seed, args), tokenizer_sha256=digest)
+
+
 def _epoch_checkpoints(trainer_dir: Path) -> list[tuple[float, Path]]:
     """(epoch, checkpoint dir) of every finished epoch checkpoint, in order."""
     found = []
@@ -447,6 +486,7 @@ def finish(
     report: scored on its checkpoints before the divergence, or, when it diverged before the first one, recorded
     with `test` and `nll` null."""
     import torch
+    from study_weights import tokenizer_digest
 
     from deep_nmt_hf.averaging import average_weights
     from deep_nmt_hf.significance import bleu_statistics
@@ -515,7 +555,9 @@ def finish(
         shutil.rmtree(out, ignore_errors=True)
         model.save_pretrained(out)
         tokenizer.save_pretrained(out)
+    keep_weights(name, seed, args, model, tokenizer)  # the averaged model, the last one scored
     record |= {"best_epoch": best["epoch"], "test": scores, "nll": nll}
+    record["tokenizer_sha256"] = tokenizer_digest(tokenizer)
     _write_json(here / "result.json", record)
     _write_json(record_path(name, seed, args), record)
 
@@ -628,6 +670,8 @@ def orchestrate(args: argparse.Namespace) -> None:
         here = run_dir(name, seed, args)
         if record_path(name, seed, args).exists():
             print(f"[{name} seed {seed}] finished: {record_path(name, seed, args)}", flush=True)
+            if not weights_path(name, seed, args).exists() and keep_weights(name, seed, args):
+                print(f"[{name} seed {seed}] averaged weights: {weights_path(name, seed, args)}", flush=True)
             continue
         saved = _read_json(here / "settings.json")
         if saved is not None and saved != settings(args):
