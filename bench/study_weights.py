@@ -28,11 +28,14 @@ class StudyWeightsError(ValueError):
 
 
 def tokenizer_digest(tokenizer: Any) -> str:
-    """SHA-256 of the tokenizer's canonical JSON (vocabulary, merges, normalisation): equal digests, equal ids."""
+    """SHA-256 of what maps text to ids in the tokenizer's JSON (vocabulary, merges, normalisation, special
+    tokens): equal digests, equal ids. Truncation and padding are left out: encoding with `max_length` or
+    `padding` sets them on the backend, and they do not change which id a subword gets."""
     backend = getattr(tokenizer, "backend_tokenizer", None) or getattr(tokenizer, "_tokenizer", None)
     if backend is None:
         raise StudyWeightsError(f"{type(tokenizer).__name__} has no fast (tokenizers) backend to digest")
-    return hashlib.sha256(backend.to_str().encode("utf-8")).hexdigest()
+    fields = {k: v for k, v in json.loads(backend.to_str()).items() if k not in ("truncation", "padding")}
+    return hashlib.sha256(json.dumps(fields, sort_keys=True).encode("utf-8")).hexdigest()
 
 
 def save_weights(model: Any, path: str | os.PathLike[str], tokenizer_sha256: str) -> Path:

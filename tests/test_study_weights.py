@@ -84,6 +84,9 @@ def test_another_tokenizer_is_refused(tmp_path: Path) -> None:
     first = train_tokenizer(texts, vocab_size=60)
     second = train_tokenizer(texts[:30], vocab_size=40)
     assert tokenizer_digest(first) == tokenizer_digest(train_tokenizer(texts, vocab_size=60))
+    before = tokenizer_digest(first)
+    first(texts[:4], max_length=3, truncation=True, padding="max_length")  # sets the backend's truncation
+    assert tokenizer_digest(first) == before
     assert tokenizer_digest(first) != tokenizer_digest(second)
     path = save_weights(trained_like("base"), tmp_path / "w.safetensors", tokenizer_digest(first))
     load_weights(path, tokenizer_sha256=tokenizer_digest(first))
