@@ -40,13 +40,15 @@ torch thread at nice 19, `--jobs` at once; its Trainer checkpoints (one per epoc
 averaged; they load with AutoModelForSeq2SeqLM) live in
 ``~/.cache/deep_nmt_bench/depth-annealed/e{EPOCHS}/ROW/seed{S}/`` ($DEEP_NMT_BENCH_CACHE moves it), so the study
 spans sittings: ``--reuse`` resumes unfinished runs from their last epoch checkpoint (end the workers before CI or
-timing benches run on the machine). Each finished run writes its record, numbers only, to
+timing benches run on the machine; ``--until HH:MM`` ends them then, and starts only runs that its measured CPU-s
+per epoch say will finish before it, so a sitting leaves no half-trained run for a machine that may not be kept). Each finished run writes its record, numbers only, to
 ``bench/results/depth_multi30k/e{EPOCHS}/ROW/seed{S}.json`` and its final (averaged) weights in float16 beside it,
 ``seed{S}.averaged.safetensors`` (study_weights.py; both committed, since a machine is not always handed on:
 `load_averaged` reloads a run's model on any machine); the report (bench/depth_report.py) is rebuilt from the
 records.
 
-    nice -n 19 python bench/depth_multi30k.py --reuse           # the plan (25-30 CPU-hours; resumable)
+    nice -n 19 python bench/depth_multi30k.py --reuse           # the plan (~40 CPU-hours; resumable)
+    nice -n 19 python bench/depth_multi30k.py --reuse --until 17:15   # a sitting: only runs that end by then
     python bench/depth_multi30k.py --reuse --only admin-18-6 --seeds 1 2 3
     python bench/depth_multi30k.py --report-only                # bench/results/depth_multi30k.{md,json,png}
     python bench/depth_multi30k.py --pilot                      # rows recorded at several --epochs budgets
@@ -621,6 +623,42 @@ def forward_args(args: argparse.Namespace) -> list[str]:
     return out + (["--quick"] if args.quick else [])
 
 
+def _cpu_s_per_epoch(history: list[dict[str, Any]]) -> float:
+    return sum(e["train_cpu_s"] + e["valid_decode_cpu_s"] for e in history) / len(history)
+
+
+def hours_left(name: str, seed: int, args: argparse.Namespace) -> float | None:
+    """CPU-hours NAME's run with SEED still needs, its final scoring counted as one more epoch: from the CPU-s
+    per epoch of its own epochs so far, else of the finished rows of its depth (depth_report.remaining); None
+    when neither has been measured."""
+    from depth_report import load_records, remaining
+
+    history = _read_json(run_dir(name, seed, args) / "epochs.json", [])
+    if history:
+        return (args.epochs + 1 - len(history)) * _cpu_s_per_epoch(history) / 3600
+    records = load_records(records_root(args), args.epochs)
+    left = remaining([(name, seed)], records, args.epochs)
+    if not left:
+        return 0.0
+    return None if left[0]["cpu_hours"] is None else left[0]["cpu_hours"] * (args.epochs + 1) / args.epochs
+
+
+def deadline(until: str, now: float | None = None) -> float:
+    """The epoch time of the next `until` ("HH:MM", local time): today's, or tomorrow's when it has passed."""
+    import datetime
+
+    try:
+        hour, minute = (int(part) for part in until.split(":"))
+        at = datetime.time(hour, minute)
+    except ValueError:
+        raise SystemExit(f"error: --until {until!r}: expected a time of day HH:MM, e.g. 17:15") from None
+    start = datetime.datetime.fromtimestamp(time.time() if now is None else now)
+    target = datetime.datetime.combine(start.date(), at)
+    if target <= start:
+        target += datetime.timedelta(days=1)
+    return target.timestamp()
+
+
 def status(name: str, seed: int, args: argparse.Namespace) -> str:
     """One line: epochs done, the last validation numbers, CPU per epoch and the CPU time still to go."""
     history = _read_json(run_dir(name, seed, args) / "epochs.json", [])
@@ -628,7 +666,7 @@ def status(name: str, seed: int, args: argparse.Namespace) -> str:
     if not history:
         return f"{tag} epoch 0/{args.epochs}: training the first epoch"
     last = history[-1]
-    per_epoch = sum(e["train_cpu_s"] + e["valid_decode_cpu_s"] for e in history) / len(history)
+    per_epoch = _cpu_s_per_epoch(history)
     left = (args.epochs - len(history)) * per_epoch
     return (
         f"{tag} epoch {len(history)}/{args.epochs}: valid loss {last['valid_loss']:.3f}, BLEU "
@@ -651,13 +689,44 @@ def plan(args: argparse.Namespace) -> list[tuple[str, int]]:
     finished = {}
     for name in MODELS:
         path = record_path(name, 1, args)
-        if MODELS[name].baseline is not None and path.exists():
-            finished[name] = _read_json(path)["test"]["averaged"]["bleu"]
+        test = _read_json(path)["test"] if path.exists() else None
+        if MODELS[name].baseline is not None and test is not None:  # None: diverged before a checkpoint
+            finished[name] = test["averaged"]["bleu"]
     if finished:
         headline.append(max(finished, key=finished.get))
     for seed in HEADLINE_SEEDS[1:]:
         tasks += [(name, seed) for name in dict.fromkeys(headline)]
     return tasks + [(name, 1) for name in LATER if (name, 1) not in tasks]
+
+
+WALL_PER_CPU = (
+    1.15  # wall seconds per CPU-second of a worker with a core of its own (nice 19, shared machine)
+)
+
+
+def too_late(name: str, seed: int, args: argparse.Namespace, end: float) -> str:
+    """Why NAME's run with SEED should not start before `end` (`--until`): it would not finish by then, or its
+    cost is unknown; "" when it fits. A run that cannot finish by the deadline is not begun, so a sitting leaves
+    no half-trained run behind for a machine that may not be handed on."""
+    hours = hours_left(name, seed, args)
+    if hours is None:
+        return f"its cost is unknown (no row of its depth has finished) and --until {args.until} is set"
+    finish_at = time.time() + hours * 3600 * WALL_PER_CPU
+    if finish_at > end:
+        at = time.strftime("%H:%M", time.localtime(finish_at))
+        return f"it needs ≈ {hours:.1f} CPU-hours, to about {at}, past --until {args.until}"
+    return ""
+
+
+def start_worker(name: str, seed: int, args: argparse.Namespace) -> subprocess.Popen:
+    """NAME's run with SEED in its own process: one thread, nice 19, its output appended to its train.log."""
+    log = open(run_dir(name, seed, args) / "train.log", "a")  # noqa: SIM115 - closed with the process
+    cmd = [sys.executable, __file__, "--worker", name, "--seeds", str(seed), *forward_args(args)]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    print(f"[{name} seed {seed}] start: {' '.join(cmd)}", flush=True)
+    return subprocess.Popen(
+        cmd, stdout=log, stderr=subprocess.STDOUT, env=env, preexec_fn=lambda: os.nice(19)
+    )
 
 
 def orchestrate(args: argparse.Namespace) -> None:
@@ -682,20 +751,28 @@ def orchestrate(args: argparse.Namespace) -> None:
         here.mkdir(parents=True, exist_ok=True)
         _write_json(here / "settings.json", settings(args))
         todo.append((name, seed))
+    end = deadline(args.until) if args.until else None
     running: list[tuple[str, int, subprocess.Popen]] = []
     failed: list[str] = []
     last_status = 0.0
     while todo or running:
         while todo and len(running) < args.jobs:
             name, seed = todo.pop(0)
-            log = open(run_dir(name, seed, args) / "train.log", "a")  # noqa: SIM115 - closed with the process
-            cmd = [sys.executable, __file__, "--worker", name, "--seeds", str(seed), *forward_args(args)]
-            env = {**os.environ, "OMP_NUM_THREADS": "1"}
-            print(f"[{name} seed {seed}] start: {' '.join(cmd)}", flush=True)
-            proc = subprocess.Popen(
-                cmd, stdout=log, stderr=subprocess.STDOUT, env=env, preexec_fn=lambda: os.nice(19)
-            )
-            running.append((name, seed, proc))
+            late = end is not None and too_late(name, seed, args, end)
+            if late:
+                print(f"[{name} seed {seed}] not started: {late}", flush=True)
+                continue
+            running.append((name, seed, start_worker(name, seed, args)))
+        if end is not None and time.time() >= end:
+            for name, seed, proc in running:
+                proc.terminate()
+                proc.wait()
+                print(
+                    f"[{name} seed {seed}] stopped at --until {args.until}; `--reuse` resumes it from its "
+                    "last epoch checkpoint",
+                    flush=True,
+                )
+            break
         time.sleep(2)
         if time.monotonic() - last_status > args.status_every:
             last_status = time.monotonic()
@@ -729,6 +806,12 @@ def main() -> None:
     )
     parser.add_argument("--quick", action="store_true", help="smoke test: d 32, 2 epochs, 1000 pairs")
     parser.add_argument("--jobs", type=int, default=2, help="models trained at once (one thread each)")
+    parser.add_argument(
+        "--until",
+        metavar="HH:MM",
+        help="end of the sitting: start only runs that finish before it (by their measured CPU-s per epoch), "
+        "and stop the workers at it (they resume from their last epoch checkpoint)",
+    )
     parser.add_argument(
         "--epochs",
         type=int,

@@ -287,3 +287,70 @@ def test_a_run_diverged_before_its_first_checkpoint_is_finished(tmp_path: Path, 
     assert by_name(verdicts, "post-18-6", "post-6-6")["verdict"] == "holds"
     markdown, _ = report.build_report(recs, args(), [], n_samples=N_SAMPLES)
     assert "| post-18-6 | admin | 0.00 | 1 |" in markdown and "diverged (1/1)" in markdown
+
+
+def test_until_is_the_next_such_time_of_day() -> None:
+    import datetime
+
+    study = report.study
+    afternoon = datetime.datetime(2026, 11, 25, 16, 0).timestamp()
+    assert study.deadline("17:15", now=afternoon) == datetime.datetime(2026, 11, 25, 17, 15).timestamp()
+    assert study.deadline("09:30", now=afternoon) == datetime.datetime(2026, 11, 26, 9, 30).timestamp()
+    for bad in ("25:00", "5pm", "17"):
+        with pytest.raises(SystemExit, match=f"--until '{bad}': expected a time of day HH:MM"):
+            study.deadline(bad)
+
+
+def test_until_starts_only_runs_that_finish_before_it(tmp_path: Path, monkeypatch) -> None:
+    """A run starts before `--until` only when its measured cost (its own epochs so far, else its depth's
+    finished rows; the final scoring counted as one more epoch) ends before it; an unknown cost never starts."""
+    import time
+
+    study = report.study
+    monkeypatch.setattr(study, "RUNS", tmp_path / "runs")
+    monkeypatch.setattr(study, "RECORDS", tmp_path / "records")
+    a = argparse.Namespace(**{**vars(args(epochs=30)), "until": "17:15"})
+    assert "cost is unknown" in study.too_late("pre-18-6", 1, a, time.time() + 10 * 3600)
+    # its own 10 epochs at 100 CPU-s: 21 epochs left with the scoring, 2100 CPU-s ≈ 0.58 CPU-hours
+    history = [{"train_cpu_s": 95.0, "valid_decode_cpu_s": 5.0, "valid_loss": 3.0}] * 10
+    study._write_json(study.run_dir("pre-18-6", 1, a) / "epochs.json", history)
+    assert study.hours_left("pre-18-6", 1, a) == pytest.approx(2100 / 3600)
+    assert study.too_late("pre-18-6", 1, a, time.time() + 2100 * study.WALL_PER_CPU + 60) == ""
+    late = study.too_late("pre-18-6", 1, a, time.time() + 2100 * study.WALL_PER_CPU - 60)
+    assert "needs ≈ 0.6 CPU-hours" in late and "past --until 17:15" in late
+    # a row of a depth a finished row has measured: 30 epochs + scoring at that row's 200 CPU-s per epoch
+    finished = record("post-18-6", 1, 0.3)
+    finished["history"] = [{"train_cpu_s": 190.0, "valid_decode_cpu_s": 10.0, "valid_loss": 3.0}] * 30
+    study._write_json(study.record_path("post-18-6", 1, a), finished)
+    assert study.hours_left("admin-18-6", 1, a) == pytest.approx(31 * 200 / 3600)
+
+
+def test_the_workers_stop_at_until(tmp_path: Path, monkeypatch) -> None:
+    """At `--until` the orchestrator ends its workers (they resume later from their last epoch checkpoint) and
+    returns, and it never starts a run that would end after it."""
+    import subprocess
+    import time
+
+    study = report.study
+    monkeypatch.setattr(study, "RUNS", tmp_path / "runs")
+    monkeypatch.setattr(study, "RECORDS", tmp_path / "records")
+    monkeypatch.setattr(study, "multi30k_dir", lambda: tmp_path)
+    monkeypatch.setattr(study, "multi30k_tokenizer", lambda vocab_size: None)
+    started: list[tuple[str, subprocess.Popen]] = []
+
+    def start_worker(name: str, seed: int, a: argparse.Namespace) -> subprocess.Popen:
+        started.append((name, subprocess.Popen(["sleep", "120"])))
+        return started[-1][1]
+
+    monkeypatch.setattr(study, "start_worker", start_worker)
+    monkeypatch.setattr(study, "hours_left", lambda name, seed, a: 0.5 if name == "pre-18-6" else 1e-4)
+    begun = time.time()
+    monkeypatch.setattr(study, "deadline", lambda until, now=None: begun + 3)
+    a = argparse.Namespace(
+        **{**vars(args(epochs=30)), "until": "17:15", "reuse": False, "jobs": 2, "status_every": 300.0}
+    )
+    a.only, a.seeds = ["pre-18-6", "dlcl-18-6"], [1]
+    study.orchestrate(a)
+    assert time.time() - begun < 30
+    assert [name for name, _ in started] == ["dlcl-18-6"]  # pre-18-6 needs 0.5 CPU-hours: not started
+    assert started[0][1].returncode is not None  # ended at the deadline
