@@ -362,6 +362,20 @@ def depth(name: str) -> tuple[int, int] | None:
     )
 
 
+def cost_class(name: str) -> tuple[Any, ...] | None:
+    """What sets a row's CPU per epoch: its depth and the decoder passes of a training step (1, plus one for DDR
+    and two for ALD where the row's variant or fields turn them on: deep-decoder-cad-crt sec. 4), None if
+    unknown. Rows of one class price each other's unfinished runs."""
+    from deep_nmt_hf import VARIANTS
+
+    model = study.MODELS.get(name)
+    if model is None:
+        return None
+    fields = {**getattr(VARIANTS.get(model.variant), "DEFAULTS", {}), **model.fields}
+    passes = 1 + (fields.get("ddr_loss_weight", 0) > 0) + 2 * (fields.get("ald_loss_weight", 0) > 0)
+    return (*depth(name), passes)
+
+
 def reference_row(name: str) -> str:
     """The 6-6 reference of a row: where its chain of baselines ends (post-6-6, pre-6-6 or marian-6-6)."""
     seen = {name}
@@ -647,22 +661,22 @@ def remaining(
     partial: dict[tuple[str, int], int] | None = None,
 ) -> list[dict[str, Any]]:
     """The planned runs without a record, each with its CPU-hours still to go: (epochs − epochs already done) ×
-    the mean CPU-s per epoch (training + validation decoding) of the finished rows of the same depth, or None
-    (unknown) where no finished row has that depth."""
+    the mean CPU-s per epoch (training + validation decoding) of the finished rows of the same `cost_class`
+    (depth and decoder passes), or None (unknown) where no finished row has that class."""
     partial = partial or {}
-    per_depth: dict[tuple[int, int], list[float]] = {}
+    per_class: dict[tuple[Any, ...], list[float]] = {}
     for name, recs in records.items():
         for r in recs:
             for e in r.get("history") or []:
-                if e.get("train_cpu_s") is not None and depth(name) is not None:
+                if e.get("train_cpu_s") is not None and cost_class(name) is not None:
                     value = e["train_cpu_s"] + e.get("valid_decode_cpu_s", 0.0)
-                    per_depth.setdefault(depth(name), []).append(value)
+                    per_class.setdefault(cost_class(name), []).append(value)
     done = {(name, r["seed"]) for name, recs in records.items() for r in recs}
     left = []
     for name, seed in planned:
         if (name, seed) in done:
             continue
-        measured = per_depth.get(depth(name)) if depth(name) else None
+        measured = per_class.get(cost_class(name)) if cost_class(name) else None
         epochs_done = partial.get((name, seed), 0)
         cpu_s = statistics.fmean(measured) if measured else None
         hours = (epochs - epochs_done) * cpu_s / 3600 if cpu_s is not None else None
@@ -697,7 +711,7 @@ def not_finished_markdown(left: Sequence[dict[str, Any]]) -> str:
                 f"({runs[0]['cpu_s_per_epoch']:.0f} CPU-s/epoch measured at depth {at})"
             )
         else:
-            cost = "cost unknown: no finished row of this depth"
+            cost = "cost unknown: no finished row of this depth (and decoder passes)"
         lines.append(f"- {name}: seed{'s' if len(runs) > 1 else ''} {seeds}; {cost}")
     return "\n".join(lines)
 

@@ -203,6 +203,13 @@ def test_what_is_left_and_its_cost(records: dict) -> None:
         3 * 110.0 / 3600
     )  # measured at 18-6: 110 CPU-s/epoch
     assert left["deep-decoder-6-12"]["cpu_hours"] is None  # no 6-12 row has finished: unknown
+    # a finished plain 6-12 does not price the one with CAD + CRT (three more decoder passes a step)
+    plain = record("deep-decoder-6-12-plain", 1, 0.3)
+    left = {x["row"]: x for x in report.remaining(planned, {**records, plain["name"]: [plain]}, epochs=5)}
+    assert left["deep-decoder-6-12"]["cpu_hours"] is None
+    assert report.cost_class("deep-decoder-6-12") == (6, 12, 4)
+    assert report.cost_class("deep-decoder-6-12-plain") == (6, 12, 1)
+    assert report.cost_class("shared-18-6") == report.cost_class("post-18-6") == (18, 6, 1)
 
 
 def test_report_markdown_and_json(records: dict) -> None:
