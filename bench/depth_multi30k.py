@@ -276,7 +276,11 @@ def keep_weights(
             return False
         model = AutoModelForSeq2SeqLM.from_pretrained(saved)
     tokenizer = tokenizer or multi30k_tokenizer(args.vocab_size)
-    save_weights(model, weights_path(name, seed, args), tokenizer_digest(tokenizer))
+    digest = tokenizer_digest(tokenizer)
+    save_weights(model, weights_path(name, seed, args), digest)
+    record = _read_json(record_path(name, seed, args))
+    if record is not None and "tokenizer_sha256" not in record:  # finished before records named it
+        _write_json(record_path(name, seed, args), {**record, "tokenizer_sha256": digest})
     return True
 
 

@@ -125,7 +125,10 @@ def test_the_study_keeps_and_reloads_a_runs_averaged_weights(tmp_path: Path, mon
 
     assert not study.keep_weights("admin-18-6", 1, args)  # nothing saved on this machine
     model.save_pretrained(study.run_dir("admin-18-6", 1, args) / "averaged")
+    study._write_json(study.record_path("admin-18-6", 1, args), {"name": "admin-18-6"})  # an older record
     assert study.keep_weights("admin-18-6", 1, args)
+    record = study._read_json(study.record_path("admin-18-6", 1, args))
+    assert record == {"name": "admin-18-6", "tokenizer_sha256": tokenizer_digest(tokenizer)}
     path = study.weights_path("admin-18-6", 1, args)
     assert path == tmp_path / "records" / "e30" / "admin-18-6" / "seed1.averaged.safetensors"
 
