@@ -263,17 +263,17 @@ def weights_path(name: str, seed: int, args: argparse.Namespace) -> Path:
 
 def keep_weights(
     name: str, seed: int, args: argparse.Namespace, model: Any = None, tokenizer: Any = None
-) -> bool:
+) -> str | None:
     """Write NAME's averaged weights beside its record (`weights_path`), from `model` or from the run's saved
-    averaged model; False when neither exists (a run finished on another machine, or diverged before its first
-    checkpoint)."""
+    averaged model; return the tokenizer digest stored with them, or None when neither model exists (a run
+    finished on another machine, or diverged before its first checkpoint)."""
     from study_weights import save_weights, tokenizer_digest
     from transformers import AutoModelForSeq2SeqLM
 
     saved = run_dir(name, seed, args) / "averaged"
     if model is None:
         if not (saved / "config.json").exists():
-            return False
+            return None
         model = AutoModelForSeq2SeqLM.from_pretrained(saved)
     tokenizer = tokenizer or multi30k_tokenizer(args.vocab_size)
     digest = tokenizer_digest(tokenizer)
@@ -281,7 +281,7 @@ def keep_weights(
     record = _read_json(record_path(name, seed, args))
     if record is not None and "tokenizer_sha256" not in record:  # finished before records named it
         _write_json(record_path(name, seed, args), {**record, "tokenizer_sha256": digest})
-    return True
+    return digest
 
 
 def load_averaged(name: str, seed: int, args: argparse.Namespace) -> Any:
@@ -492,7 +492,6 @@ def finish(
     report: scored on its checkpoints before the divergence, or, when it diverged before the first one, recorded
     with `test` and `nll` null."""
     import torch
-    from study_weights import tokenizer_digest
 
     from deep_nmt_hf.averaging import average_weights
     from deep_nmt_hf.significance import bleu_statistics
@@ -561,9 +560,8 @@ def finish(
         shutil.rmtree(out, ignore_errors=True)
         model.save_pretrained(out)
         tokenizer.save_pretrained(out)
-    keep_weights(name, seed, args, model, tokenizer)  # the averaged model, the last one scored
-    record |= {"best_epoch": best["epoch"], "test": scores, "nll": nll}
-    record["tokenizer_sha256"] = tokenizer_digest(tokenizer)
+    digest = keep_weights(name, seed, args, model, tokenizer)  # the averaged model, the last one scored
+    record |= {"best_epoch": best["epoch"], "test": scores, "nll": nll, "tokenizer_sha256": digest}
     _write_json(here / "result.json", record)
     _write_json(record_path(name, seed, args), record)
 
@@ -703,9 +701,8 @@ def plan(args: argparse.Namespace) -> list[tuple[str, int]]:
     return tasks + [(name, 1) for name in LATER if (name, 1) not in tasks]
 
 
-WALL_PER_CPU = (
-    1.15  # wall seconds per CPU-second of a worker with a core of its own (nice 19, shared machine)
-)
+# wall seconds per CPU-second of a worker with a core of its own (nice 19, shared machine)
+WALL_PER_CPU = 1.15
 
 
 def too_late(name: str, seed: int, args: argparse.Namespace, end: float) -> str:
@@ -714,7 +711,7 @@ def too_late(name: str, seed: int, args: argparse.Namespace, end: float) -> str:
     no half-trained run behind for a machine that may not be handed on."""
     hours = hours_left(name, seed, args)
     if hours is None:
-        return f"its cost is unknown (no row of its depth has finished) and --until {args.until} is set"
+        return f"its cost is unknown (no row of its cost class has finished) and --until {args.until} is set"
     finish_at = time.time() + hours * 3600 * WALL_PER_CPU
     if finish_at > end:
         at = time.strftime("%H:%M", time.localtime(finish_at))
