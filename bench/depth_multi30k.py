@@ -631,15 +631,15 @@ def _cpu_s_per_epoch(history: list[dict[str, Any]]) -> float:
 
 def hours_left(name: str, seed: int, args: argparse.Namespace) -> float | None:
     """CPU-hours NAME's run with SEED still needs, its final scoring counted as one more epoch: from the CPU-s
-    per epoch of its own epochs so far, else of the finished rows of its depth (depth_report.remaining); None
-    when neither has been measured."""
-    from depth_report import load_records, remaining
+    per epoch of its own epochs so far, else of the finished rows of its cost class, else the 12-epoch study's
+    rate scaled to this one (depth_report.remaining); None when none of them has been measured."""
+    from depth_report import load_records, prior_rates, remaining
 
     history = _read_json(run_dir(name, seed, args) / "epochs.json", [])
     if history:
         return (args.epochs + 1 - len(history)) * _cpu_s_per_epoch(history) / 3600
     records = load_records(records_root(args), args.epochs)
-    left = remaining([(name, seed)], records, args.epochs)
+    left = remaining([(name, seed)], records, args.epochs, prior=prior_rates(settings(args)))
     if not left:
         return 0.0
     return None if left[0]["cpu_hours"] is None else left[0]["cpu_hours"] * (args.epochs + 1) / args.epochs

@@ -654,39 +654,83 @@ def comparisons_table(tests: Sequence[dict[str, Any]]) -> str:
     return markdown_table(header, body)
 
 
+# the 12-epoch study (inverse-sqrt, one shared lr): its CPU per epoch prices the cost classes this study has not
+# measured yet, scaled by this study's ratio to it where both measured (their load differed)
+PRIOR = RESULTS / "depth_multi30k_12epochs.json"
+SAME_COST = (
+    "d_model",
+    "vocab_size",
+    "max_tokens",
+    "max_length",
+    "max_train_samples",
+)  # settings that set the CPU of an epoch
+
+
+def _cpu_s(history: Sequence[dict[str, Any]]) -> list[float]:
+    """CPU-s of each epoch (training + validation decoding) of a history."""
+    return [
+        e["train_cpu_s"] + e.get("valid_decode_cpu_s", 0.0)
+        for e in history
+        if e.get("train_cpu_s") is not None
+    ]
+
+
+def prior_rates(settings: dict[str, Any], path: Path = PRIOR) -> dict[tuple[Any, ...], float]:
+    """Mean CPU-s per epoch by `cost_class` in the study at PATH (its JSON: settings, models with histories), {}
+    when it is missing or differs from SETTINGS in a setting of SAME_COST."""
+    if not path.exists():
+        return {}
+    earlier = json.loads(path.read_text())
+    if any(earlier["settings"].get(k) != settings.get(k) for k in SAME_COST):
+        return {}
+    per_class: dict[tuple[Any, ...], list[float]] = {}
+    for name, model in earlier["models"].items():
+        if cost_class(name) is not None:
+            per_class.setdefault(cost_class(name), []).extend(_cpu_s(model.get("history") or []))
+    return {k: statistics.fmean(v) for k, v in per_class.items() if v}
+
+
 def remaining(
     planned: Sequence[tuple[str, int]],
     records: dict[str, list[dict[str, Any]]],
     epochs: int,
     partial: dict[tuple[str, int], int] | None = None,
+    prior: dict[tuple[Any, ...], float] | None = None,
 ) -> list[dict[str, Any]]:
     """The planned runs without a record, each with its CPU-hours still to go: (epochs − epochs already done) ×
     the mean CPU-s per epoch (training + validation decoding) of the finished rows of the same `cost_class`
-    (depth and decoder passes), or None (unknown) where no finished row has that class."""
+    (depth and decoder passes). A class no finished row has is priced from PRIOR (`prior_rates`) × the median
+    ratio of this study's rate to the prior's over the classes both measured (`basis` "prior"); None (unknown)
+    where neither has it."""
     partial = partial or {}
+    prior = prior or {}
     per_class: dict[tuple[Any, ...], list[float]] = {}
     for name, recs in records.items():
         for r in recs:
-            for e in r.get("history") or []:
-                if e.get("train_cpu_s") is not None and cost_class(name) is not None:
-                    value = e["train_cpu_s"] + e.get("valid_decode_cpu_s", 0.0)
-                    per_class.setdefault(cost_class(name), []).append(value)
+            if cost_class(name) is not None:
+                per_class.setdefault(cost_class(name), []).extend(_cpu_s(r.get("history") or []))
+    rates = {k: statistics.fmean(v) for k, v in per_class.items() if v}
+    ratios = [rates[k] / prior[k] for k in rates if prior.get(k)]
+    scale = statistics.median(ratios) if ratios else None
     done = {(name, r["seed"]) for name, recs in records.items() for r in recs}
     left = []
     for name, seed in planned:
         if (name, seed) in done:
             continue
-        measured = per_class.get(cost_class(name)) if cost_class(name) else None
+        key = cost_class(name)
+        cpu_s, basis = rates.get(key), "measured"
+        if cpu_s is None and scale is not None and key in prior:
+            cpu_s, basis = prior[key] * scale, "prior"
         epochs_done = partial.get((name, seed), 0)
-        cpu_s = statistics.fmean(measured) if measured else None
-        hours = (epochs - epochs_done) * cpu_s / 3600 if cpu_s is not None else None
         left.append(
             {
                 "row": name,
                 "seed": seed,
                 "epochs_done": epochs_done,
                 "cpu_s_per_epoch": cpu_s,
-                "cpu_hours": hours,
+                "cpu_hours": (epochs - epochs_done) * cpu_s / 3600 if cpu_s is not None else None,
+                "basis": basis if cpu_s is not None else None,
+                "prior_scale": scale if basis == "prior" and cpu_s is not None else None,
             }
         )
     return left
@@ -697,7 +741,8 @@ def _hours(hours: float) -> str:
 
 
 def not_finished_markdown(left: Sequence[dict[str, Any]]) -> str:
-    """One line per row: the seeds still to run and their CPU cost (measured per epoch at the row's depth)."""
+    """One line per row: the seeds still to run and their CPU cost (per epoch, measured at the row's cost class
+    or estimated from the 12-epoch study)."""
     lines = []
     for name in dict.fromkeys(x["row"] for x in left):
         runs = [x for x in left if x["row"] == name]
@@ -706,12 +751,16 @@ def not_finished_markdown(left: Sequence[dict[str, Any]]) -> str:
         )
         if all(x["cpu_hours"] is not None for x in runs):
             at = "-".join(map(str, depth(name)))
-            cost = (
-                f"≈ {_hours(sum(x['cpu_hours'] for x in runs))} "
-                f"({runs[0]['cpu_s_per_epoch']:.0f} CPU-s/epoch measured at depth {at})"
-            )
+            if runs[0]["basis"] == "prior":
+                how = (
+                    f"estimated: the 12-epoch study's rate at depth {at} × {runs[0]['prior_scale']:.2f}, this "
+                    "study's ratio to it where both measured"
+                )
+            else:
+                how = f"measured at depth {at}"
+            cost = f"≈ {_hours(sum(x['cpu_hours'] for x in runs))} ({runs[0]['cpu_s_per_epoch']:.0f} CPU-s/epoch {how})"
         else:
-            cost = "cost unknown: no finished row of this depth (and decoder passes)"
+            cost = "cost unknown: neither this study nor the 12-epoch one finished a row of this depth and decoder passes"
         lines.append(f"- {name}: seed{'s' if len(runs) > 1 else ''} {seeds}; {cost}")
     return "\n".join(lines)
 
@@ -742,7 +791,10 @@ def progress(
         return text + "Nothing of the plan is left."
     text += f"Left: {len(left)} runs"
     if known:
-        text += f", about {_hours(sum(known))} for the {len(known)} whose depth has been measured"
+        estimated = sum(x["basis"] == "prior" for x in left)
+        text += f", about {_hours(sum(known))} for the {len(known)} whose cost class has been measured"
+        if estimated:
+            text += f" ({estimated} of them estimated from the 12-epoch study)"
     if unknown:
         text += f"{', and' if known else ':'} {len(unknown)} of a depth not measured yet (cost unknown)"
     text += "."
@@ -810,10 +862,10 @@ def build_report(
     """(markdown, JSON payload) of the report of `args.epochs` from its records."""
     rows = {name: row_summary(name, recs) for name, recs in records.items()}
     verdicts, tests = claim_verdicts(records, CLAIMS, n_samples)
-    left = remaining(planned, records, args.epochs, partial)
     all_settings = [r["settings"] for recs in records.values() for r in recs if r.get("settings")]
     settings = {**study.settings(args), **(all_settings[0] if all_settings else {})}
     differing = sorted({k for s in all_settings for k in s if s.get(k) != settings.get(k)})
+    left = remaining(planned, records, args.epochs, partial, prior_rates(settings))
     signatures = sorted(
         {
             r["test"][kind][f"{m}_signature"]

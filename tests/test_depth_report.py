@@ -4,6 +4,7 @@ the slope rule, what is left and its cost, the pilot's budget sentence. No data 
 from __future__ import annotations
 
 import argparse
+import json
 import random
 import sys
 from pathlib import Path
@@ -210,6 +211,37 @@ def test_what_is_left_and_its_cost(records: dict) -> None:
     assert report.cost_class("deep-decoder-6-12") == (6, 12, 4)
     assert report.cost_class("deep-decoder-6-12-plain") == (6, 12, 1)
     assert report.cost_class("shared-18-6") == report.cost_class("post-18-6") == (18, 6, 1)
+
+
+def test_unmeasured_classes_are_priced_from_the_earlier_study(records: dict, tmp_path: Path) -> None:
+    planned = [("dlcl-18-6", 1), ("deep-decoder-6-12", 1), ("admin-36-6", 1)]
+    # the earlier study ran 18-6 at 220 CPU-s/epoch, this one at 110: its 6-12 CAD + CRT's 400 scales to 200
+    prior = {(18, 6, 1): 220.0, (6, 12, 4): 400.0}
+    left = {x["row"]: x for x in report.remaining(planned, records, epochs=5, prior=prior)}
+    assert left["dlcl-18-6"]["basis"] == "measured" and left["dlcl-18-6"]["cpu_s_per_epoch"] == 110.0
+    assert left["deep-decoder-6-12"]["basis"] == "prior"
+    assert left["deep-decoder-6-12"]["cpu_hours"] == pytest.approx(5 * 200.0 / 3600)
+    assert left["admin-36-6"]["cpu_hours"] is None  # in neither study
+    assert "estimated: the 12-epoch study's rate at depth 6-12 × 0.50" in report.not_finished_markdown(
+        list(left.values())
+    )
+    # no class measured in both: nothing to scale by, so the prior prices nothing
+    alone = report.remaining([("deep-decoder-6-12", 1)], records, epochs=5, prior={(6, 12, 4): 400.0})
+    assert alone[0]["cpu_hours"] is None
+    # the prior file is read only when its cost settings match this study's
+    path = tmp_path / "earlier.json"
+    history = [{"train_cpu_s": 390.0, "valid_decode_cpu_s": 10.0}] * 2
+    earlier = {
+        "d_model": 64,
+        "vocab_size": 4000,
+        "max_tokens": 1536,
+        "max_length": 64,
+        "max_train_samples": None,
+    }
+    path.write_text(json.dumps({"settings": earlier, "models": {"deep-decoder-6-12": {"history": history}}}))
+    assert report.prior_rates(earlier, path) == {(6, 12, 4): 400.0}
+    assert report.prior_rates({**earlier, "max_tokens": 4096}, path) == {}
+    assert report.prior_rates(earlier, tmp_path / "missing.json") == {}
 
 
 def test_report_markdown_and_json(records: dict) -> None:
