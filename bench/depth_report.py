@@ -698,15 +698,18 @@ def remaining(
     prior: dict[tuple[Any, ...], float] | None = None,
 ) -> list[dict[str, Any]]:
     """The planned runs without a record, each with its CPU-hours still to go: (epochs − epochs already done) ×
-    the mean CPU-s per epoch (training + validation decoding) of the finished rows of the same `cost_class`
-    (depth and decoder passes). A class no finished row has is priced from PRIOR (`prior_rates`) × the median
+    the mean CPU-s per epoch (training + validation decoding) of the row's own finished seeds (`basis` "row"),
+    else of the finished rows of the same `cost_class` (depth and decoder passes; "class"). A class no finished
+    row has is priced from PRIOR (`prior_rates`) × the median
     ratio of this study's rate to the prior's over the classes both measured (`basis` "prior"); None (unknown)
     where neither has it."""
     partial = partial or {}
     prior = prior or {}
     per_class: dict[tuple[Any, ...], list[float]] = {}
+    per_row: dict[str, list[float]] = {}
     for name, recs in records.items():
         for r in recs:
+            per_row.setdefault(name, []).extend(_cpu_s(r.get("history") or []))
             if cost_class(name) is not None:
                 per_class.setdefault(cost_class(name), []).extend(_cpu_s(r.get("history") or []))
     rates = {k: statistics.fmean(v) for k, v in per_class.items() if v}
@@ -718,7 +721,9 @@ def remaining(
         if (name, seed) in done:
             continue
         key = cost_class(name)
-        cpu_s, basis = rates.get(key), "measured"
+        cpu_s, basis = rates.get(key), "class"
+        if per_row.get(name):
+            cpu_s, basis = statistics.fmean(per_row[name]), "row"
         if cpu_s is None and scale is not None and key in prior:
             cpu_s, basis = prior[key] * scale, "prior"
         epochs_done = partial.get((name, seed), 0)
@@ -756,6 +761,8 @@ def not_finished_markdown(left: Sequence[dict[str, Any]]) -> str:
                     f"estimated: the 12-epoch study's rate at depth {at} × {runs[0]['prior_scale']:.2f}, this "
                     "study's ratio to it where both measured"
                 )
+            elif runs[0]["basis"] == "row":
+                how = "measured on its finished seeds"
             else:
                 how = f"measured at depth {at}"
             cost = f"≈ {_hours(sum(x['cpu_hours'] for x in runs))} ({runs[0]['cpu_s_per_epoch']:.0f} CPU-s/epoch {how})"

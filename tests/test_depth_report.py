@@ -212,13 +212,20 @@ def test_what_is_left_and_its_cost(records: dict) -> None:
     assert report.cost_class("deep-decoder-6-12-plain") == (6, 12, 1)
     assert report.cost_class("shared-18-6") == report.cost_class("post-18-6") == (18, 6, 1)
 
+    # a row's own finished seeds price its other seeds before its class does (Marian 6-6 trains faster than ours)
+    slow = [
+        {**r, "history": [{**e, "train_cpu_s": 190.0} for e in r["history"]]} for r in records["admin-18-6"]
+    ]
+    left = report.remaining([("admin-18-6", 4), ("dlcl-18-6", 1)], {**records, "admin-18-6": slow}, epochs=5)
+    assert [(x["basis"], x["cpu_s_per_epoch"]) for x in left] == [("row", 200.0), ("class", 155.0)]
+
 
 def test_unmeasured_classes_are_priced_from_the_earlier_study(records: dict, tmp_path: Path) -> None:
     planned = [("dlcl-18-6", 1), ("deep-decoder-6-12", 1), ("admin-36-6", 1)]
     # the earlier study ran 18-6 at 220 CPU-s/epoch, this one at 110: its 6-12 CAD + CRT's 400 scales to 200
     prior = {(18, 6, 1): 220.0, (6, 12, 4): 400.0}
     left = {x["row"]: x for x in report.remaining(planned, records, epochs=5, prior=prior)}
-    assert left["dlcl-18-6"]["basis"] == "measured" and left["dlcl-18-6"]["cpu_s_per_epoch"] == 110.0
+    assert left["dlcl-18-6"]["basis"] == "class" and left["dlcl-18-6"]["cpu_s_per_epoch"] == 110.0
     assert left["deep-decoder-6-12"]["basis"] == "prior"
     assert left["deep-decoder-6-12"]["cpu_hours"] == pytest.approx(5 * 200.0 / 3600)
     assert left["admin-36-6"]["cpu_hours"] is None  # in neither study
