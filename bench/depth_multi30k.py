@@ -62,9 +62,11 @@ import json
 import math
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -625,8 +627,17 @@ def forward_args(args: argparse.Namespace) -> list[str]:
     return out + (["--quick"] if args.quick else [])
 
 
-def _cpu_s_per_epoch(history: list[dict[str, Any]]) -> float:
-    return sum(e["train_cpu_s"] + e["valid_decode_cpu_s"] for e in history) / len(history)
+def epoch_cpu_s(history: Sequence[dict[str, Any]]) -> list[float]:
+    """CPU-s of each epoch of a run's history (training + validation decoding); the study's one cost measure."""
+    return [
+        e["train_cpu_s"] + e.get("valid_decode_cpu_s", 0.0)
+        for e in history
+        if e.get("train_cpu_s") is not None
+    ]
+
+
+def _cpu_s_per_epoch(history: Sequence[dict[str, Any]]) -> float:
+    return statistics.fmean(epoch_cpu_s(history))
 
 
 def hours_left(name: str, seed: int, args: argparse.Namespace) -> float | None:

@@ -666,15 +666,6 @@ SAME_COST = (
 )  # settings that set the CPU of an epoch
 
 
-def _cpu_s(history: Sequence[dict[str, Any]]) -> list[float]:
-    """CPU-s of each epoch (training + validation decoding) of a history."""
-    return [
-        e["train_cpu_s"] + e.get("valid_decode_cpu_s", 0.0)
-        for e in history
-        if e.get("train_cpu_s") is not None
-    ]
-
-
 def prior_rates(settings: dict[str, Any], path: Path = PRIOR) -> dict[tuple[Any, ...], float]:
     """Mean CPU-s per epoch by `cost_class` in the study at PATH (its JSON: settings, models with histories), {}
     when it is missing or differs from SETTINGS in a setting of SAME_COST."""
@@ -686,7 +677,7 @@ def prior_rates(settings: dict[str, Any], path: Path = PRIOR) -> dict[tuple[Any,
     per_class: dict[tuple[Any, ...], list[float]] = {}
     for name, model in earlier["models"].items():
         if cost_class(name) is not None:
-            per_class.setdefault(cost_class(name), []).extend(_cpu_s(model.get("history") or []))
+            per_class.setdefault(cost_class(name), []).extend(study.epoch_cpu_s(model.get("history") or []))
     return {k: statistics.fmean(v) for k, v in per_class.items() if v}
 
 
@@ -700,8 +691,7 @@ def remaining(
     """The planned runs without a record, each with its CPU-hours still to go: (epochs − epochs already done) ×
     the mean CPU-s per epoch (training + validation decoding) of the row's own finished seeds (`basis` "row"),
     else of the finished rows of the same `cost_class` (depth and decoder passes; "class"). A class no finished
-    row has is priced from PRIOR (`prior_rates`) × the median
-    ratio of this study's rate to the prior's over the classes both measured (`basis` "prior"); None (unknown)
+    row has is priced from PRIOR (`prior_rates`) × the median ratio of this study's rate to the prior's over the classes both measured (`basis` "prior"); None (unknown)
     where neither has it."""
     partial = partial or {}
     prior = prior or {}
@@ -709,9 +699,10 @@ def remaining(
     per_row: dict[str, list[float]] = {}
     for name, recs in records.items():
         for r in recs:
-            per_row.setdefault(name, []).extend(_cpu_s(r.get("history") or []))
+            cpu_s = study.epoch_cpu_s(r.get("history") or [])
+            per_row.setdefault(name, []).extend(cpu_s)
             if cost_class(name) is not None:
-                per_class.setdefault(cost_class(name), []).extend(_cpu_s(r.get("history") or []))
+                per_class.setdefault(cost_class(name), []).extend(cpu_s)
     rates = {k: statistics.fmean(v) for k, v in per_class.items() if v}
     ratios = [rates[k] / prior[k] for k in rates if prior.get(k)]
     scale = statistics.median(ratios) if ratios else None
