@@ -2,10 +2,11 @@
 
 Rows (`MODELS`) pair each claim's counterfactual with its claimed model: post-LN 18-6 trained the default way
 against ADMIN 18-6 and DeepNorm 18-6 (and the 36-6 trio); post-LN 18-6 against pre-LN 18-6 and pre-LN DLCL 18-6;
-MAtt 18-6 with and without DS-Init; a plain pre-LN 6-12 decoder against the one with CAD + DDR + ALD; the
-shared-layers model against the unshared one with as many layer applications; the 6-6 models and stock
-MarianMTModel 6-6. Each row trains with its paper's recipe (deep_nmt_hf.recipes: optimizer, β's, ε, clipping,
-dropouts, label smoothing, embedding sharing, beam, length penalty, averaging).
+MAtt 18-6 with and without DS-Init; a plain pre-LN 6-12 decoder against the one with CAD + DDR + ALD, and a plain
+6-24 (the 6-24 with CAD + DDR + ALD runs only if the plain one collapses: `IF_FAILS`); the shared-layers model
+against the unshared one with as many layer applications; the 6-6 models and stock MarianMTModel 6-6. Each row
+trains with its paper's recipe (deep_nmt_hf.recipes: optimizer, β's, ε, clipping, dropouts, label smoothing,
+embedding sharing, beam, length penalty, averaging).
 
 What is scaled to Multi30k (the same rule for every row):
 - Budget and schedule: every row trains `--epochs` (30) epochs: the recipe's warmup, then the learning rate
@@ -166,6 +167,21 @@ MODELS: dict[str, Row] = {
         "deep decoder 6-12, CAD + DDR + ALD",
         "deep-decoder-6-12-plain",
     ),
+    # deeper, where 12 decoder layers do not collapse at d 64 (the paper's collapse is at 15 and 27)
+    "deep-decoder-6-24-plain": Row(
+        "deep_decoder",
+        "deep_decoder",
+        {"encoder_layers": 6, "decoder_layers": 24, **NO_CRT},
+        "pre-LN 6-24, no CAD / DDR / ALD",
+        "pre-6-6",
+    ),
+    "deep-decoder-6-24": Row(
+        "deep_decoder",
+        "deep_decoder",
+        {"encoder_layers": 6, "decoder_layers": 24},
+        "deep decoder 6-24, CAD + DDR + ALD",
+        "deep-decoder-6-24-plain",
+    ),
     # shared layers' claim: close to the unshared deep model at far fewer parameters
     "unshared-18-6": Row(
         "shared_layers",
@@ -197,11 +213,16 @@ FIRST_PASS = (
     "deepnorm-18-6",
     "deep-decoder-6-12-plain",
     "deep-decoder-6-12",
+    "deep-decoder-6-24-plain",
     "matt-18-6",
     "dsinit-matt-18-6",
     "unshared-18-6",
     "shared-18-6",
 )
+# rows run only where the row they name fails: the deep decoder's claim is that CAD + CRT prevent a collapse, so
+# the costly 6-24 with CAD + CRT (four decoder passes a step) runs, right after the first pass, only where the plain
+# 6-24 collapses (issue #27: "at least 6-12, deeper if collapse needs it")
+IF_FAILS = {"deep-decoder-6-24": "deep-decoder-6-24-plain"}
 # the rest, after the headline rows' extra seeds: ADMIN's deeper check (the costliest rows, ~1.4x an 18-6 run)
 LATER = ("post-36-6", "admin-36-6", "deepnorm-36-6")
 RECIPE_OPTIONS = ("optimizer", "adam_beta1", "adam_beta2", "adam_epsilon", "weight_decay", "max_grad_norm")
@@ -689,15 +710,16 @@ def status(name: str, seed: int, args: argparse.Namespace) -> str:
 
 def plan(args: argparse.Namespace) -> list[tuple[str, int]]:
     """(row, seed) in the order the study runs them: `--only` × `--seeds` when given; otherwise every row of
-    FIRST_PASS with seed 1 (each claim's counterfactual beside its claimed row), then seeds 2 and 3 of the
-    HEADLINE rows and of the best deep row finished so far (highest averaged test BLEU of seed 1), then the LATER
-    rows (36-6) with seed 1. Re-planned at every start: a LATER row that becomes the best gets its seeds then."""
+    FIRST_PASS with seed 1 (each claim's counterfactual beside its claimed row) and the IF_FAILS rows whose
+    condition row failed (`triggered`), then seeds 2 and 3 of the HEADLINE rows and of the best deep row finished
+    so far (highest averaged test BLEU of seed 1), then the LATER rows (36-6) with seed 1. Re-planned at every
+    start: a LATER row that becomes the best gets its seeds then."""
     if args.only:
         unknown = [n for n in args.only if n not in MODELS]
         if unknown:
             raise SystemExit(f"error: unknown model(s) {', '.join(unknown)}; valid: {', '.join(MODELS)}")
         return [(name, seed) for seed in args.seeds for name in args.only]
-    tasks = [(name, 1) for name in FIRST_PASS]
+    tasks = [(name, 1) for name in (*FIRST_PASS, *triggered(args))]
     headline = list(HEADLINE)
     finished = {}
     for name in MODELS:
@@ -710,6 +732,16 @@ def plan(args: argparse.Namespace) -> list[tuple[str, int]]:
     for seed in HEADLINE_SEEDS[1:]:
         tasks += [(name, seed) for name in dict.fromkeys(headline)]
     return tasks + [(name, 1) for name in LATER if (name, 1) not in tasks]
+
+
+def triggered(args: argparse.Namespace) -> list[str]:
+    """The IF_FAILS rows whose condition row has a record and fails (depth_report.failure: diverged, or it
+    barely reads the source)."""
+    from depth_report import failure, load_records, row_summary
+
+    records = load_records(records_root(args), args.epochs)
+    rows = {name: row_summary(name, recs) for name, recs in records.items()}
+    return [name for name, needed in IF_FAILS.items() if needed in rows and failure(needed, rows)]
 
 
 # wall seconds per CPU-second of a worker with a core of its own (nice 19, shared machine)

@@ -172,6 +172,41 @@ def test_failure_signatures_decide_the_verdicts() -> None:
     assert untestable["verdict"] == "cannot be tested at this scale"
 
 
+def test_the_deeper_decoder_runs_only_where_its_plain_twin_collapses(tmp_path: Path, monkeypatch) -> None:
+    """Plain 6-24 reading the source: its CAD + CRT twin is not planned and its claim cannot be tested at this
+    scale; plain 6-24 collapsed: the twin is planned right after the first pass and the collapse claim holds."""
+    study = report.study
+    monkeypatch.setattr(study, "RECORDS", tmp_path / "records")
+    a = args(epochs=5)
+    recs = {
+        "pre-6-6": [record("pre-6-6", 1, 0.3, src=2.6)],
+        "deep-decoder-6-12-plain": [record("deep-decoder-6-12-plain", 1, 0.3, src=2.5)],
+        "deep-decoder-6-24-plain": [record("deep-decoder-6-24-plain", 1, 0.3, src=2.4)],
+    }
+    for name, (rec,) in recs.items():
+        study._write_json(study.record_path(name, 1, a), rec)
+    assert ("deep-decoder-6-24", 1) not in study.plan(a)
+    verdicts, _ = report.claim_verdicts(recs, n_samples=N_SAMPLES)
+    twin = by_name(verdicts, "deep-decoder-6-24", "deep-decoder-6-24-plain")
+    assert twin["verdict"] == "cannot be tested at this scale" and "is not run" in twin["why"]
+    no_collapse = by_name(verdicts, "deep-decoder-6-24-plain", "pre-6-6")
+    assert no_collapse["verdict"] == "cannot be tested at this scale"
+    assert "at 24 decoder layers" in no_collapse["why"]
+    assert "pre-6-6 2.60, deep-decoder-6-12-plain 2.50, deep-decoder-6-24-plain 2.40" in no_collapse["why"]
+
+    recs["deep-decoder-6-24-plain"] = [record("deep-decoder-6-24-plain", 1, 0.3, src=0.2)]
+    study._write_json(study.record_path("deep-decoder-6-24-plain", 1, a), recs["deep-decoder-6-24-plain"][0])
+    planned = study.plan(a)
+    first = len(study.FIRST_PASS)
+    assert planned[: first + 1] == [*((n, 1) for n in study.FIRST_PASS), ("deep-decoder-6-24", 1)]
+    verdicts, _ = report.claim_verdicts(recs, n_samples=N_SAMPLES)
+    assert by_name(verdicts, "deep-decoder-6-24-plain", "pre-6-6")["verdict"] == "holds"
+    assert (
+        by_name(verdicts, "deep-decoder-6-24", "deep-decoder-6-24-plain")["verdict"] == "cannot be tested yet"
+    )
+    assert "the first pass (seed 1) has 3 of 16 rows" in report.progress(planned, recs, [])
+
+
 def test_shared_layers_close_rule() -> None:
     """Shared layers hold "close" when the CI of the deficit stays within 1 BLEU (here: the same translations, at
     half the parameters), and do not hold when they are significantly more than 1 BLEU behind."""
@@ -228,9 +263,19 @@ def test_unmeasured_classes_are_priced_from_the_earlier_study(records: dict, tmp
     assert left["dlcl-18-6"]["basis"] == "class" and left["dlcl-18-6"]["cpu_s_per_epoch"] == 110.0
     assert left["deep-decoder-6-12"]["basis"] == "prior"
     assert left["deep-decoder-6-12"]["cpu_hours"] == pytest.approx(5 * 200.0 / 3600)
-    assert left["admin-36-6"]["cpu_hours"] is None  # in neither study
-    assert "estimated: the 12-epoch study's rate at depth 6-12 × 0.50" in report.not_finished_markdown(
-        list(left.values())
+    # in neither study: scaled up from the deepest shallower class with as many decoder passes (18-6 here)
+    assert left["admin-36-6"]["basis"] == "scaled"
+    assert left["admin-36-6"]["cpu_s_per_epoch"] == pytest.approx(110.0 * 42 / 24)
+    markdown = report.not_finished_markdown(list(left.values()))
+    assert "estimated: the 12-epoch study's rate at depth 6-12 × 0.50" in markdown
+    assert "estimated: the rate at depth 18-6 × 42/24 layer applications" in markdown
+    # never scaled down (that would underestimate), from a deeper encoder, nor across decoder passes
+    deep_decoder = report.remaining([("deep-decoder-6-24-plain", 1)], records, epochs=5)[0]
+    assert deep_decoder["scaled_from"] == (6, 6, 1)  # not 18-6: more encoder layers than 6-24 has
+    assert deep_decoder["cpu_s_per_epoch"] == pytest.approx(110.0 * 30 / 12)
+    assert (
+        report.remaining([("pre-6-6", 1)], {"admin-18-6": records["admin-18-6"]}, epochs=5)[0]["cpu_hours"]
+        is None
     )
     # no class measured in both: nothing to scale by, so the prior prices nothing
     alone = report.remaining([("deep-decoder-6-12", 1)], records, epochs=5, prior={(6, 12, 4): 400.0})
