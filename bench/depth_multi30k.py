@@ -42,7 +42,8 @@ averaged; they load with AutoModelForSeq2SeqLM) live in
 ``~/.cache/deep_nmt_bench/depth-annealed/e{EPOCHS}/ROW/seed{S}/`` ($DEEP_NMT_BENCH_CACHE moves it), so the study
 spans sittings: ``--reuse`` resumes unfinished runs from their last epoch checkpoint (end the workers before CI or
 timing benches run on the machine; ``--until HH:MM`` ends them then, and starts only runs that its measured CPU-s
-per epoch say will finish before it, so a sitting leaves no half-trained run for a machine that may not be kept). Each finished run writes its record, numbers only, to
+per epoch say will finish before it, so a sitting leaves no half-trained run for a machine that may not be kept;
+``--kept`` on a kept machine starts longer runs too). Each finished run writes its record, numbers only, to
 ``bench/results/depth_multi30k/e{EPOCHS}/ROW/seed{S}.json`` and its final (averaged) weights in float16 beside it,
 ``seed{S}.averaged.safetensors`` (study_weights.py; both committed, since a machine is not always handed on:
 `load_averaged` reloads a run's model on any machine); the report (bench/depth_report.py) is rebuilt from the
@@ -50,6 +51,7 @@ records.
 
     nice -n 19 python bench/depth_multi30k.py --reuse           # the plan (~40 CPU-hours; resumable)
     nice -n 19 python bench/depth_multi30k.py --reuse --until 17:15   # a sitting: only runs that end by then
+    nice -n 19 python bench/depth_multi30k.py --reuse --until 17:15 --kept  # a kept machine: longer runs too
     python bench/depth_multi30k.py --reuse --only admin-18-6 --seeds 1 2 3
     python bench/depth_multi30k.py --report-only                # bench/results/depth_multi30k.{md,json,png}
     python bench/depth_multi30k.py --pilot                      # rows recorded at several --epochs budgets
@@ -751,7 +753,10 @@ WALL_PER_CPU = 1.15
 def too_late(name: str, seed: int, args: argparse.Namespace, end: float) -> str:
     """Why NAME's run with SEED should not start before `end` (`--until`): it would not finish by then, or its
     cost is unknown; "" when it fits. A run that cannot finish by the deadline is not begun, so a sitting leaves
-    no half-trained run behind for a machine that may not be handed on."""
+    no half-trained run behind for a machine that may not be handed on; with `--kept` (the machine is kept between
+    sittings) every run may begin: it stops at the deadline and `--reuse` resumes it in a later sitting."""
+    if args.kept:
+        return ""
     hours = hours_left(name, seed, args)
     if hours is None:
         return f"its cost is unknown (no row of its cost class has finished) and --until {args.until} is set"
@@ -855,6 +860,13 @@ def main() -> None:
         metavar="HH:MM",
         help="end of the sitting: start only runs that finish before it (by their measured CPU-s per epoch), "
         "and stop the workers at it (they resume from their last epoch checkpoint)",
+    )
+    parser.add_argument(
+        "--kept",
+        action="store_true",
+        help="with --until: this machine is kept between sittings (its ~/.cache survives), so also start runs "
+        "that will not finish by --until or whose cost is unknown; they stop at it and --reuse resumes them later "
+        "(the runs longer than a sitting: the deep decoders with CAD + CRT)",
     )
     parser.add_argument(
         "--epochs",

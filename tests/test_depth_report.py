@@ -400,8 +400,10 @@ def test_until_starts_only_runs_that_finish_before_it(tmp_path: Path, monkeypatc
     study = report.study
     monkeypatch.setattr(study, "RUNS", tmp_path / "runs")
     monkeypatch.setattr(study, "RECORDS", tmp_path / "records")
-    a = argparse.Namespace(**{**vars(args(epochs=30)), "until": "17:15"})
+    a = argparse.Namespace(**{**vars(args(epochs=30)), "until": "17:15", "kept": False})
     assert "cost is unknown" in study.too_late("pre-18-6", 1, a, time.time() + 10 * 3600)
+    kept = argparse.Namespace(**{**vars(a), "kept": True})  # a kept machine resumes it in a later sitting
+    assert study.too_late("pre-18-6", 1, kept, time.time() + 60) == ""
     # its own 10 epochs at 100 CPU-s: 21 epochs left with the scoring, 2100 CPU-s ≈ 0.58 CPU-hours
     history = [{"train_cpu_s": 95.0, "valid_decode_cpu_s": 5.0, "valid_loss": 3.0}] * 10
     study._write_json(study.run_dir("pre-18-6", 1, a) / "epochs.json", history)
@@ -438,7 +440,14 @@ def test_the_workers_stop_at_until(tmp_path: Path, monkeypatch) -> None:
     begun = time.time()
     monkeypatch.setattr(study, "deadline", lambda until, now=None: begun + 3)
     a = argparse.Namespace(
-        **{**vars(args(epochs=30)), "until": "17:15", "reuse": False, "jobs": 2, "status_every": 300.0}
+        **{
+            **vars(args(epochs=30)),
+            "until": "17:15",
+            "kept": False,
+            "reuse": False,
+            "jobs": 2,
+            "status_every": 300.0,
+        }
     )
     a.only, a.seeds = ["pre-18-6", "dlcl-18-6"], [1]
     study.orchestrate(a)
