@@ -728,15 +728,14 @@ def remaining(
         if (name, seed) in done:
             continue
         key = cost_class(name)
-        cpu_s, basis = rates.get(key), "class"
+        cpu_s, basis, source = known.get(key), "class" if key in rates else "prior", None
         if per_row.get(name):
             cpu_s, basis = statistics.fmean(per_row[name]), "row"
-        if cpu_s is None and scale is not None and key in prior:
-            cpu_s, basis = prior[key] * scale, "prior"
-        shallower = [k for k in known if key and k[0] <= key[0] and k[1] <= key[1] and k[2:] == key[2:]]
-        source = max(shallower, key=lambda k: sum(k[:2])) if shallower else None
-        if cpu_s is None and source is not None:
-            cpu_s, basis = known[source] * sum(key[:2]) / sum(source[:2]), "scaled"
+        if cpu_s is None and key is not None:
+            shallower = [k for k in known if k[0] <= key[0] and k[1] <= key[1] and k[2:] == key[2:]]
+            if shallower:
+                source = max(shallower, key=lambda k: sum(k[:2]))
+                cpu_s, basis = known[source] * sum(key[:2]) / sum(source[:2]), "scaled"
         epochs_done = partial.get((name, seed), 0)
         left.append(
             {
@@ -747,7 +746,7 @@ def remaining(
                 "cpu_hours": (epochs - epochs_done) * cpu_s / 3600 if cpu_s is not None else None,
                 "basis": basis if cpu_s is not None else None,
                 "prior_scale": scale if basis == "prior" and cpu_s is not None else None,
-                "scaled_from": source if basis == "scaled" and cpu_s is not None else None,
+                "scaled_from": source,
             }
         )
     return left
