@@ -286,6 +286,11 @@ def weights_path(name: str, seed: int, args: argparse.Namespace) -> Path:
     return record_path(name, seed, args).with_suffix(".averaged.safetensors")
 
 
+def run_history(name: str, seed: int, args: argparse.Namespace) -> list[dict[str, Any]]:
+    """The epochs NAME's run with SEED has finished so far (its epochs.json beside its checkpoints; [] if none)."""
+    return _read_json(run_dir(name, seed, args) / "epochs.json", [])
+
+
 def keep_weights(
     name: str, seed: int, args: argparse.Namespace, model: Any = None, tokenizer: Any = None
 ) -> str | None:
@@ -664,19 +669,20 @@ def _cpu_s_per_epoch(history: Sequence[dict[str, Any]]) -> float:
 
 
 def hours_left(name: str, seed: int, args: argparse.Namespace) -> float | None:
-    """CPU-hours NAME's run with SEED still needs, its final scoring counted as one more epoch: from the CPU-s
-    per epoch of its own epochs so far, else of the finished rows of its cost class, else the 12-epoch study's
-    rate scaled to this one (depth_report.remaining); None when none of them has been measured."""
+    """CPU-hours NAME's run with SEED still needs, its final scoring counted as one more epoch, at the CPU-s per
+    epoch depth_report.remaining prices it with (its own epochs so far, else its row's or its cost class's
+    finished runs, else an estimate); None when nothing prices it."""
     from depth_report import load_records, prior_rates, remaining
 
-    history = _read_json(run_dir(name, seed, args) / "epochs.json", [])
-    if history:
-        return (args.epochs + 1 - len(history)) * _cpu_s_per_epoch(history) / 3600
+    history = run_history(name, seed, args)
     records = load_records(records_root(args), args.epochs)
-    left = remaining([(name, seed)], records, args.epochs, prior=prior_rates(settings(args)))
+    left = remaining(
+        [(name, seed)], records, args.epochs, {(name, seed): history}, prior_rates(settings(args))
+    )
     if not left:
         return 0.0
-    return None if left[0]["cpu_hours"] is None else left[0]["cpu_hours"] * (args.epochs + 1) / args.epochs
+    rate = left[0]["cpu_s_per_epoch"]
+    return None if rate is None else (args.epochs + 1 - len(history)) * rate / 3600
 
 
 def deadline(until: str, now: float | None = None) -> float:
@@ -697,7 +703,7 @@ def deadline(until: str, now: float | None = None) -> float:
 
 def status(name: str, seed: int, args: argparse.Namespace) -> str:
     """One line: epochs done, the last validation numbers, CPU per epoch and the CPU time still to go."""
-    history = _read_json(run_dir(name, seed, args) / "epochs.json", [])
+    history = run_history(name, seed, args)
     tag = f"[{name} seed {seed}]"
     if not history:
         return f"{tag} epoch 0/{args.epochs}: training the first epoch"

@@ -698,12 +698,13 @@ def remaining(
     planned: Sequence[tuple[str, int]],
     records: dict[str, list[dict[str, Any]]],
     epochs: int,
-    partial: dict[tuple[str, int], int] | None = None,
+    partial: dict[tuple[str, int], Sequence[dict[str, Any]]] | None = None,
     prior: dict[tuple[Any, ...], float] | None = None,
 ) -> list[dict[str, Any]]:
     """The planned runs without a record, each with its CPU-hours still to go: (epochs − epochs already done) ×
-    the mean CPU-s per epoch (training + validation decoding) of the row's own finished seeds (`basis` "row"),
-    else of the finished rows of the same `cost_class` (depth and decoder passes; "class"). A class no finished
+    the mean CPU-s per epoch (training + validation decoding) of a started run's own epochs (`partial`: its
+    history so far; `basis` "own"), else of the row's finished seeds ("row"), else of the finished rows of the
+    same `cost_class` (depth and decoder passes; "class"). A class no finished
     row has is priced from PRIOR (`prior_rates`) × the median ratio of this study's rate to the prior's over the
     classes both measured (`basis` "prior"); a class neither has, from the deepest class no deeper in encoder or
     decoder with the same decoder passes × the ratio of their layer applications ("scaled": likely an overestimate,
@@ -729,14 +730,17 @@ def remaining(
             continue
         key = cost_class(name)
         cpu_s, basis, source = known.get(key), "class" if key in rates else "prior", None
-        if per_row.get(name):
+        own = study.epoch_cpu_s(partial.get((name, seed), []))
+        if own:
+            cpu_s, basis = statistics.fmean(own), "own"
+        elif per_row.get(name):
             cpu_s, basis = statistics.fmean(per_row[name]), "row"
         if cpu_s is None and key is not None:
             shallower = [k for k in known if k[0] <= key[0] and k[1] <= key[1] and k[2:] == key[2:]]
             if shallower:
                 source = max(shallower, key=lambda k: sum(k[:2]))
                 cpu_s, basis = known[source] * sum(key[:2]) / sum(source[:2]), "scaled"
-        epochs_done = partial.get((name, seed), 0)
+        epochs_done = len(partial.get((name, seed), []))
         left.append(
             {
                 "row": name,
@@ -756,9 +760,28 @@ def _hours(hours: float) -> str:
     return f"{hours:.1f} CPU-hours" if hours >= 0.1 else f"{60 * hours:.1f} CPU-minutes"
 
 
+def _how_priced(run: dict[str, Any]) -> str:
+    """How `remaining` priced RUN: measured (its own epochs, its row's seeds, its cost class) or estimated."""
+    at = "-".join(map(str, depth(run["row"])))
+    if run["basis"] == "prior":
+        return (
+            f"estimated: the 12-epoch study's rate at depth {at} × {run['prior_scale']:.2f}, this study's ratio to "
+            "it where both measured"
+        )
+    if run["basis"] == "scaled":
+        (enc, dec, _), (to_enc, to_dec, _) = run["scaled_from"], cost_class(run["row"])
+        return (
+            f"estimated: the rate at depth {enc}-{dec} × {to_enc + to_dec}/{enc + dec} layer applications, likely "
+            "an overestimate (embeddings, output layer and search do not grow with depth)"
+        )
+    return {"own": "measured on its own epochs so far", "row": "measured on its finished seeds"}.get(
+        run["basis"], f"measured at depth {at}"
+    )
+
+
 def not_finished_markdown(left: Sequence[dict[str, Any]]) -> str:
-    """One line per row: the seeds still to run and their CPU cost (per epoch, measured at the row's cost class
-    or estimated from the 12-epoch study)."""
+    """One line per row: the seeds still to run and their CPU cost (per epoch, measured on the run's own epochs,
+    its row or its cost class, or estimated: `_how_priced`); seeds priced alike share one parenthesis."""
     lines = []
     for name in dict.fromkeys(x["row"] for x in left):
         runs = [x for x in left if x["row"] == name]
@@ -766,23 +789,15 @@ def not_finished_markdown(left: Sequence[dict[str, Any]]) -> str:
             f"{x['seed']}" + (f" ({x['epochs_done']} epochs done)" if x["epochs_done"] else "") for x in runs
         )
         if all(x["cpu_hours"] is not None for x in runs):
-            at = "-".join(map(str, depth(name)))
-            if runs[0]["basis"] == "prior":
-                how = (
-                    f"estimated: the 12-epoch study's rate at depth {at} × {runs[0]['prior_scale']:.2f}, this "
-                    "study's ratio to it where both measured"
-                )
-            elif runs[0]["basis"] == "scaled":
-                (enc, dec, _), (to_enc, to_dec, _) = runs[0]["scaled_from"], cost_class(name)
-                how = (
-                    f"estimated: the rate at depth {enc}-{dec} × {to_enc + to_dec}/{enc + dec} layer applications, "
-                    "likely an overestimate (embeddings, output layer and search do not grow with depth)"
-                )
-            elif runs[0]["basis"] == "row":
-                how = "measured on its finished seeds"
-            else:
-                how = f"measured at depth {at}"
-            cost = f"≈ {_hours(sum(x['cpu_hours'] for x in runs))} ({runs[0]['cpu_s_per_epoch']:.0f} CPU-s/epoch {how})"
+            alike: dict[tuple[str, str], list[int]] = {}
+            for x in runs:
+                alike.setdefault((f"{x['cpu_s_per_epoch']:.0f}", _how_priced(x)), []).append(x["seed"])
+            rates = "; ".join(
+                (f"seed{'s' if len(s) > 1 else ''} {', '.join(map(str, s))}: " if len(alike) > 1 else "")
+                + f"{rate} CPU-s/epoch {how}"
+                for (rate, how), s in alike.items()
+            )
+            cost = f"≈ {_hours(sum(x['cpu_hours'] for x in runs))} ({rates})"
         else:
             cost = "cost unknown: neither this study nor the 12-epoch one finished a row of this depth (or a shallower one) and decoder passes"
         lines.append(f"- {name}: seed{'s' if len(runs) > 1 else ''} {seeds}; {cost}")
@@ -884,7 +899,7 @@ def build_report(
     records: dict[str, list[dict[str, Any]]],
     args: argparse.Namespace,
     planned: Sequence[tuple[str, int]],
-    partial: dict[tuple[str, int], int] | None = None,
+    partial: dict[tuple[str, int], Sequence[dict[str, Any]]] | None = None,
     n_samples: int = N_SAMPLES,
 ) -> tuple[str, dict[str, Any]]:
     """(markdown, JSON payload) of the report of `args.epochs` from its records."""
@@ -1072,14 +1087,11 @@ def _output_name(base: str, args: argparse.Namespace) -> str:
     return f"{base}.quick" if args.quick else base
 
 
-def _partial_runs(planned: Sequence[tuple[str, int]], args: argparse.Namespace) -> dict[tuple[str, int], int]:
-    """Epochs done of every planned run that has started (its epochs.json beside its checkpoints)."""
-    done = {}
-    for name, seed in planned:
-        path = study.run_dir(name, seed, args) / "epochs.json"
-        if path.exists():
-            done[(name, seed)] = len(json.loads(path.read_text()))
-    return done
+def _partial_runs(
+    planned: Sequence[tuple[str, int]], args: argparse.Namespace
+) -> dict[tuple[str, int], list[dict[str, Any]]]:
+    """The epochs so far of every planned run that has started (its epochs.json beside its checkpoints)."""
+    return {run: history for run in planned if (history := study.run_history(*run, args))}
 
 
 def report(args: argparse.Namespace) -> None:

@@ -233,7 +233,9 @@ def test_slope_and_the_flat_rule() -> None:
 
 def test_what_is_left_and_its_cost(records: dict) -> None:
     planned = [("post-6-6", 1), ("dlcl-18-6", 1), ("deep-decoder-6-12", 1)]
-    left = {x["row"]: x for x in report.remaining(planned, records, epochs=5, partial={("dlcl-18-6", 1): 2})}
+    started = [{"valid_loss": 3.0}] * 2  # two epochs done, no CPU measure in them: priced by its class
+    partial = {("dlcl-18-6", 1): started}
+    left = {x["row"]: x for x in report.remaining(planned, records, epochs=5, partial=partial)}
     assert set(left) == {"dlcl-18-6", "deep-decoder-6-12"}
     assert left["dlcl-18-6"]["cpu_hours"] == pytest.approx(
         3 * 110.0 / 3600
@@ -253,6 +255,18 @@ def test_what_is_left_and_its_cost(records: dict) -> None:
     ]
     left = report.remaining([("admin-18-6", 4), ("dlcl-18-6", 1)], {**records, "admin-18-6": slow}, epochs=5)
     assert [(x["basis"], x["cpu_s_per_epoch"]) for x in left] == [("row", 200.0), ("class", 155.0)]
+    # and a started run's own epochs before both (the orchestrator's `hours_left` prices it the same way)
+    own = {("admin-18-6", 5): [{"train_cpu_s": 290.0, "valid_decode_cpu_s": 10.0}] * 3}
+    planned = [("admin-18-6", 4), ("admin-18-6", 5)]
+    left = report.remaining(planned, {**records, "admin-18-6": slow}, epochs=5, partial=own)
+    assert [(x["basis"], x["epochs_done"], x["cpu_hours"] * 3600) for x in left] == [
+        ("row", 0, pytest.approx(5 * 200.0)),
+        ("own", 3, pytest.approx(2 * 300.0)),
+    ]
+    line = report.not_finished_markdown(left)
+    assert "seed 4: 200 CPU-s/epoch measured on its finished seeds" in line
+    assert "seed 5: 300 CPU-s/epoch measured on its own epochs so far" in line
+    assert line.startswith("- admin-18-6: seeds 4, 5 (3 epochs done); ≈ 0.4 CPU-hours (")
 
 
 def test_unmeasured_classes_are_priced_from_the_earlier_study(records: dict, tmp_path: Path) -> None:
