@@ -2,7 +2,7 @@
 
 Rows (`MODELS`) pair each claim's counterfactual with its claimed model: post-LN 18-6 trained the default way
 against ADMIN 18-6 and DeepNorm 18-6 (and the 36-6 trio); post-LN 18-6 against pre-LN 18-6 and pre-LN DLCL 18-6;
-MAtt 18-6 with and without DS-Init; a plain pre-LN 6-12 decoder against the one with CAD + DDR + ALD, and a plain
+MAtt 18-6 with and without DS-Init (and, as a control, DS-Init + MAtt with the paper's 6-layer dropouts); a plain pre-LN 6-12 decoder against the one with CAD + DDR + ALD, and a plain
 6-24 (the 6-24 with CAD + DDR + ALD runs only if the plain one collapses: `IF_FAILS`); the shared-layers model
 against the unshared one with as many layer applications; the 6-6 models and stock MarianMTModel 6-6. Each row
 trains with its paper's recipe (deep_nmt_hf.recipes: optimizer, β's, ε, clipping, dropouts, label smoothing,
@@ -36,7 +36,7 @@ finished too, with the step and the reason in its record.
 
 Operation: `plan()` orders the work so that every sitting leaves a valid partial report: first every row of
 FIRST_PASS with seed 1 (each claim's counterfactual beside its claimed row), then seeds 2 and 3 of the HEADLINE rows
-and of the best deep row, then the rest (LATER: the 36-6 rows, seed 1). Every run trains in its own process with one
+and of the best deep row, then the rest (LATER: the 36-6 rows and the DS-Init dropout control, seed 1). Every run trains in its own process with one
 torch thread at nice 19, `--jobs` at once; its Trainer checkpoints (one per epoch), logs and saved models (best,
 averaged; they load with AutoModelForSeq2SeqLM) live in
 ``~/.cache/deep_nmt_bench/depth-annealed/e{EPOCHS}/ROW/seed{S}/`` ($DEEP_NMT_BENCH_CACHE moves it), so the study
@@ -154,6 +154,17 @@ MODELS: dict[str, Row] = {
         "MAtt 18-6 without DS-Init (xavier)",
         "post-6-6",
     ),
+    # a control, not the paper's recipe: its deep-model dropouts (0.3 / 0.2, tuned on WMT14 at d 512) left
+    # dsinit-matt-18-6 under-fitting at d 64 (train-validation gap +0.06 nats, post-6-6's +0.24)
+    "dsinit-matt-18-6-low-dropout": Row(
+        "dsinit_matt",
+        "dsinit_matt",
+        {**DEEP, "dropout": 0.1, "attention_dropout": 0.1},
+        "DS-Init + MAtt 18-6 with the paper's 6-layer dropouts",
+        "post-6-6",
+        why="a control: dropout 0.1 / attention dropout 0.1, the paper's 6-layer values (Table 3), instead of the "
+        "recipe's deep-model 0.3 / 0.2",
+    ),
     # the deep decoder's claim: a deep decoder ignores the source without CAD + DDR + ALD
     "deep-decoder-6-12-plain": Row(
         "deep_decoder",
@@ -225,8 +236,9 @@ FIRST_PASS = (
 # the costly 6-24 with CAD + CRT (four decoder passes a step) runs, right after the first pass, only where the plain
 # 6-24 collapses (issue #27: "at least 6-12, deeper if collapse needs it")
 IF_FAILS = {"deep-decoder-6-24": "deep-decoder-6-24-plain"}
-# the rest, after the headline rows' extra seeds: ADMIN's deeper check (the costliest rows, ~1.4x an 18-6 run)
-LATER = ("post-36-6", "admin-36-6", "deepnorm-36-6")
+# the rest, after the headline rows' extra seeds: ADMIN's deeper check (the costliest rows, ~1.4x an 18-6 run),
+# then the DS-Init control (why DS-Init + MAtt falls behind post-6-6 at this scale)
+LATER = ("post-36-6", "admin-36-6", "deepnorm-36-6", "dsinit-matt-18-6-low-dropout")
 RECIPE_OPTIONS = ("optimizer", "adam_beta1", "adam_beta2", "adam_epsilon", "weight_decay", "max_grad_norm")
 RECIPE_OPTIONS += ("label_smoothing", "num_beams", "length_penalty", "length_penalty_form")
 RECIPE_OPTIONS += ("learning_rate", "warmup_steps")

@@ -207,6 +207,30 @@ def test_the_deeper_decoder_runs_only_where_its_plain_twin_collapses(tmp_path: P
     assert "the first pass (seed 1) has 3 of 16 rows" in report.progress(planned, recs, [])
 
 
+def test_the_dsinit_dropout_control_changes_only_the_dropouts(tmp_path: Path, monkeypatch) -> None:
+    """The control row trains DS-Init + MAtt 18-6 with the paper's 6-layer dropouts and nothing else changed, runs
+    last (after the 36-6 rows), and has its own claim against post-6-6 beside the recipe's."""
+    study = report.study
+    monkeypatch.setattr(study, "RECORDS", tmp_path / "records")
+    control, recipe = study.MODELS["dsinit-matt-18-6-low-dropout"], study.MODELS["dsinit-matt-18-6"]
+    assert (control.variant, control.recipe, control.baseline) == (recipe.variant, recipe.recipe, "post-6-6")
+    assert {k: v for k, v in control.fields.items() if recipe.fields.get(k) != v} == {
+        "dropout": 0.1,
+        "attention_dropout": 0.1,
+    }
+    assert study._recipe("dsinit-matt-18-6", args(epochs=5))[1]["dropout"] == 0.3  # what the control changes
+    assert report.cost_class("dsinit-matt-18-6-low-dropout") == report.cost_class("dsinit-matt-18-6")
+    assert study.plan(args(epochs=5))[-1] == ("dsinit-matt-18-6-low-dropout", 1)
+    recs = {
+        "post-6-6": [record("post-6-6", 1, 0.3)],
+        "dsinit-matt-18-6": [record("dsinit-matt-18-6", 1, 0.45)],
+        "dsinit-matt-18-6-low-dropout": [record("dsinit-matt-18-6-low-dropout", 1, 0.2)],
+    }
+    verdicts, _ = report.claim_verdicts(recs, n_samples=N_SAMPLES)
+    assert by_name(verdicts, "dsinit-matt-18-6", "post-6-6")["verdict"] == "does not hold"
+    assert by_name(verdicts, "dsinit-matt-18-6-low-dropout", "post-6-6")["verdict"] == "holds"
+
+
 def test_shared_layers_close_rule() -> None:
     """Shared layers hold "close" when the CI of the deficit stays within 1 BLEU (here: the same translations, at
     half the parameters), and do not hold when they are significantly more than 1 BLEU behind."""
