@@ -36,7 +36,8 @@ finished too, with the step and the reason in its record.
 
 Operation: `plan()` orders the work so that every sitting leaves a valid partial report: first every row of
 FIRST_PASS with seed 1 (each claim's counterfactual beside its claimed row), then seeds 2 and 3 of the HEADLINE rows
-and of the best deep row, then the rest (LATER: the 36-6 rows and the DS-Init dropout control, seed 1). Every run trains in its own process with one
+and of the best deep row, then the rest (LATER: the 36-6 rows and the DS-Init dropout control, seed 1), then a
+second seed of every other row (SECOND_SEED, cheapest first). Every run trains in its own process with one
 torch thread at nice 19, `--jobs` at once; its Trainer checkpoints (one per epoch), logs and saved models (best,
 averaged; they load with AutoModelForSeq2SeqLM) live in
 ``~/.cache/deep_nmt_bench/depth-annealed/e{EPOCHS}/ROW/seed{S}/`` ($DEEP_NMT_BENCH_CACHE moves it), so the study
@@ -49,7 +50,7 @@ per epoch say will finish before it, so a sitting leaves no half-trained run for
 `load_averaged` reloads a run's model on any machine); the report (bench/depth_report.py) is rebuilt from the
 records.
 
-    nice -n 19 python bench/depth_multi30k.py --reuse           # the plan (~40 CPU-hours; resumable)
+    nice -n 19 python bench/depth_multi30k.py --reuse           # the plan (~55 CPU-hours; resumable)
     nice -n 19 python bench/depth_multi30k.py --reuse --until 17:15   # a sitting: only runs that end by then
     nice -n 19 python bench/depth_multi30k.py --reuse --until 17:15 --kept  # a kept machine: longer runs too
     python bench/depth_multi30k.py --reuse --only admin-18-6 --seeds 1 2 3
@@ -239,6 +240,8 @@ IF_FAILS = {"deep-decoder-6-24": "deep-decoder-6-24-plain"}
 # the rest, after the headline rows' extra seeds: ADMIN's deeper check (the costliest rows, ~1.4x an 18-6 run),
 # then the DS-Init control (why DS-Init + MAtt falls behind post-6-6 at this scale)
 LATER = ("post-36-6", "admin-36-6", "deepnorm-36-6", "dsinit-matt-18-6-low-dropout")
+# last: this seed of every row that has only seed 1, so that every claim rests on more than one training run
+SECOND_SEED = 2
 RECIPE_OPTIONS = ("optimizer", "adam_beta1", "adam_beta2", "adam_epsilon", "weight_decay", "max_grad_norm")
 RECIPE_OPTIONS += ("label_smoothing", "num_beams", "length_penalty", "length_penalty_form")
 RECIPE_OPTIONS += ("learning_rate", "warmup_steps")
@@ -732,8 +735,9 @@ def plan(args: argparse.Namespace) -> list[tuple[str, int]]:
     """(row, seed) in the order the study runs them: `--only` × `--seeds` when given; otherwise every row of
     FIRST_PASS with seed 1 (each claim's counterfactual beside its claimed row) and the IF_FAILS rows whose
     condition row failed (`triggered`), then seeds 2 and 3 of the HEADLINE rows and of the best deep row finished
-    so far (highest averaged test BLEU of seed 1), then the LATER rows (36-6) with seed 1. Re-planned at every
-    start: a LATER row that becomes the best gets its seeds then."""
+    so far (highest averaged test BLEU of seed 1), then the LATER rows with seed 1, then a second seed of every
+    other row (SECOND_SEED), cheapest first (fewest layer applications × decoder passes), so that no claim rests
+    on one training run. Re-planned at every start: a LATER row that becomes the best gets its seeds then."""
     if args.only:
         unknown = [n for n in args.only if n not in MODELS]
         if unknown:
@@ -751,7 +755,17 @@ def plan(args: argparse.Namespace) -> list[tuple[str, int]]:
         headline.append(max(finished, key=finished.get))
     for seed in HEADLINE_SEEDS[1:]:
         tasks += [(name, seed) for name in dict.fromkeys(headline)]
-    return tasks + [(name, 1) for name in LATER if (name, 1) not in tasks]
+    tasks += [(name, 1) for name in LATER if (name, 1) not in tasks]
+    others = [name for name, seed in tasks if seed == 1 and (name, SECOND_SEED) not in tasks]
+    return tasks + [(name, SECOND_SEED) for name in sorted(others, key=_applications)]
+
+
+def _applications(name: str) -> int:
+    """Layer applications × decoder passes of a training step: what orders the SECOND_SEED runs by cost."""
+    from depth_report import cost_class
+
+    encoder, decoder, passes = cost_class(name)
+    return (encoder + decoder) * passes
 
 
 def triggered(args: argparse.Namespace) -> list[str]:

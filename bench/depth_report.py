@@ -824,8 +824,10 @@ def progress(
     first_pass = [*study.FIRST_PASS, *(n for n in study.IF_FAILS if (n, 1) in planned)]
     first = [n for n in first_pass if any(r["seed"] == 1 for r in records.get(n, []))]
     later = [n for n in study.LATER if any(r["seed"] == 1 for r in records.get(n, []))]
-    extra = [(n, s) for n, s in planned if s != 1]
+    headline = {n for n, s in planned if s == max(study.HEADLINE_SEEDS)}  # the rows planned with every seed
+    extra = [(n, s) for n, s in planned if s != 1 and n in headline]
     extra_done = [(n, s) for n, s in extra if (n, s) in set(finished)]
+    second = [(n, s) for n, s in planned if s == study.SECOND_SEED and n not in headline]
     running = [
         f"{x['row']} seed {x['seed']} ({x['epochs_done']} epochs done)" for x in left if x["epochs_done"]
     ]
@@ -833,9 +835,10 @@ def progress(
     unknown = [f"{x['row']} seed {x['seed']}" for x in left if x["cpu_hours"] is None]
     text = (
         f"**Progress.** {len(finished)} runs finished: the first pass (seed 1) has {len(first)} of "
-        f"{len(first_pass)} rows, the extra seeds {len(extra_done)} of {len(extra)} planned"
+        f"{len(first_pass)} rows, the headline rows' extra seeds {len(extra_done)} of {len(extra)}"
         f"{' (' + ', '.join(f'{n} seed {s}' for n, s in extra_done) + ')' if extra_done else ''}, "
-        f"the rest (36-6 and the DS-Init dropout control, seed 1) {len(later)} of {len(study.LATER)}. "
+        f"the rest (36-6 and the DS-Init dropout control, seed 1) {len(later)} of {len(study.LATER)}, a second "
+        f"seed of every other row {sum(run in set(finished) for run in second)} of {len(second)}. "
     )
     if not left:
         return text + "Nothing of the plan is left."

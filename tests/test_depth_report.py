@@ -220,7 +220,8 @@ def test_the_dsinit_dropout_control_changes_only_the_dropouts(tmp_path: Path, mo
     }
     assert study._recipe("dsinit-matt-18-6", args(epochs=5))[1]["dropout"] == 0.3  # what the control changes
     assert report.cost_class("dsinit-matt-18-6-low-dropout") == report.cost_class("dsinit-matt-18-6")
-    assert study.plan(args(epochs=5))[-1] == ("dsinit-matt-18-6-low-dropout", 1)
+    planned = study.plan(args(epochs=5))
+    assert [run for run in planned if run[1] == 1][-1] == ("dsinit-matt-18-6-low-dropout", 1)
     recs = {
         "post-6-6": [record("post-6-6", 1, 0.3)],
         "dsinit-matt-18-6": [record("dsinit-matt-18-6", 1, 0.45)],
@@ -229,6 +230,28 @@ def test_the_dsinit_dropout_control_changes_only_the_dropouts(tmp_path: Path, mo
     verdicts, _ = report.claim_verdicts(recs, n_samples=N_SAMPLES)
     assert by_name(verdicts, "dsinit-matt-18-6", "post-6-6")["verdict"] == "does not hold"
     assert by_name(verdicts, "dsinit-matt-18-6-low-dropout", "post-6-6")["verdict"] == "holds"
+
+
+def test_every_row_gets_a_second_seed_last_cheapest_first(tmp_path: Path, monkeypatch) -> None:
+    """After the headline seeds and the LATER rows, every row with only seed 1 gets seed 2, ordered by layer
+    applications × decoder passes (the 6-12 with CAD + CRT, four passes, last); the headline rows get no
+    fourth run, and the progress paragraph counts the pass on its own."""
+    study = report.study
+    monkeypatch.setattr(study, "RECORDS", tmp_path / "records")
+    planned = study.plan(args(epochs=5))
+    assert len(planned) == len(set(planned))
+    first_seed_2 = next(i for i, (n, s) in enumerate(planned) if s == 2 and n not in study.HEADLINE)
+    assert all(s == 1 for _, s in planned[first_seed_2 - len(study.LATER) : first_seed_2])
+    second = [n for n, s in planned[first_seed_2:]]
+    assert set(second) == {n for n, s in planned if s == 1} - set(study.HEADLINE)
+    assert second[0] == "deep-decoder-6-12-plain" and second[-1] == "deep-decoder-6-12"
+    assert (
+        second.index("deepnorm-18-6") < second.index("deep-decoder-6-24-plain") < second.index("admin-36-6")
+    )
+    recs = {"post-6-6": [record("post-6-6", 1, 0.3)], "matt-18-6": [record("matt-18-6", 2, 0.3)]}
+    text = report.progress(planned, recs, [])
+    assert f"a second seed of every other row 1 of {len(second)}" in text
+    assert "the headline rows' extra seeds 0 of 14" in text
 
 
 def test_shared_layers_close_rule() -> None:
