@@ -2,11 +2,12 @@
 
 Rows (`MODELS`) pair each claim's counterfactual with its claimed model: post-LN 18-6 trained the default way
 against ADMIN 18-6 and DeepNorm 18-6 (and the 36-6 trio); post-LN 18-6 against pre-LN 18-6 and pre-LN DLCL 18-6;
-MAtt 18-6 with and without DS-Init (and, as a control, DS-Init + MAtt with the paper's 6-layer dropouts); a plain pre-LN 6-12 decoder against the one with CAD + DDR + ALD, and a plain
-6-24 (the 6-24 with CAD + DDR + ALD runs only if the plain one collapses: `IF_FAILS`); the shared-layers model
-against the unshared one with as many layer applications; the 6-6 models and stock MarianMTModel 6-6. Each row
-trains with its paper's recipe (deep_nmt_hf.recipes: optimizer, β's, ε, clipping, dropouts, label smoothing,
-embedding sharing, beam, length penalty, averaging).
+MAtt 18-6 with and without DS-Init (and, as a control, DS-Init + MAtt with the paper's 6-layer dropouts); a plain
+pre-LN 6-12 decoder against the one with CAD + DDR + ALD, and a plain 6-24 (the 6-24 with CAD + DDR + ALD runs
+only if the plain one collapses: `IF_FAILS`); the shared-layers model against the unshared one with as many layer
+applications; the 6-6 models and stock MarianMTModel 6-6. Each row trains with its paper's recipe
+(deep_nmt_hf.recipes: optimizer, β's, ε, clipping, dropouts, label smoothing, embedding sharing, beam, length
+penalty, averaging).
 
 What is scaled to Multi30k (the same rule for every row):
 - Budget and schedule: every row trains `--epochs` (30) epochs: the recipe's warmup, then the learning rate
