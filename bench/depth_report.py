@@ -740,7 +740,8 @@ def remaining(
             continue
         key = cost_class(name)
         cpu_s, basis, source = known.get(key), "class" if key in rates else "prior", None
-        own = study.epoch_cpu_s(partial.get((name, seed), []))
+        history = partial.get((name, seed), [])
+        own = study.epoch_cpu_s(history)
         if own:
             cpu_s, basis = statistics.fmean(own), "own"
         elif per_row.get(name):
@@ -750,7 +751,7 @@ def remaining(
             if shallower:
                 source = max(shallower, key=lambda k: sum(k[:2]))
                 cpu_s, basis = known[source] * sum(key[:2]) / sum(source[:2]), "scaled"
-        epochs_done = len(partial.get((name, seed), []))
+        epochs_done = len(history)
         left.append(
             {
                 "row": name,
@@ -821,12 +822,13 @@ def progress(
 ) -> str:
     """What has finished and what is left, in a paragraph."""
     finished = [(n, r["seed"]) for n, recs in records.items() for r in recs]
+    done = set(finished)
     first_pass = [*study.FIRST_PASS, *(n for n in study.IF_FAILS if (n, 1) in planned)]
     first = [n for n in first_pass if any(r["seed"] == 1 for r in records.get(n, []))]
     later = [n for n in study.LATER if any(r["seed"] == 1 for r in records.get(n, []))]
     headline = {n for n, s in planned if s == max(study.HEADLINE_SEEDS)}  # the rows planned with every seed
     extra = [(n, s) for n, s in planned if s != 1 and n in headline]
-    extra_done = [(n, s) for n, s in extra if (n, s) in set(finished)]
+    extra_done = [run for run in extra if run in done]
     second = [(n, s) for n, s in planned if s == study.SECOND_SEED and n not in headline]
     running = [
         f"{x['row']} seed {x['seed']} ({x['epochs_done']} epochs done)" for x in left if x["epochs_done"]
@@ -838,7 +840,7 @@ def progress(
         f"{len(first_pass)} rows, the headline rows' extra seeds {len(extra_done)} of {len(extra)}"
         f"{' (' + ', '.join(f'{n} seed {s}' for n, s in extra_done) + ')' if extra_done else ''}, "
         f"the rest (36-6 and the DS-Init dropout control, seed 1) {len(later)} of {len(study.LATER)}, a second "
-        f"seed of every other row {sum(run in set(finished) for run in second)} of {len(second)}. "
+        f"seed of every other row {sum(run in done for run in second)} of {len(second)}. "
     )
     if not left:
         return text + "Nothing of the plan is left."
