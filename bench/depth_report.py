@@ -4,7 +4,8 @@
 with `--quick` the smoke-test records) and writes bench/results/depth_multi30k.{md,json,png} (quick:
 depth_multi30k.quick.*): progress, settings, the table (mean ± sd over seeds), the claims with the paper's own
 number beside each verdict, every comparison's paired bootstrap over seeds and sentences with Holm's correction
-across all of them, what is not finished and its CPU cost. `pilot_report(args)` compares the rows recorded at
+across all of them, what is not finished and its CPU cost; depth_multi30k_claims.png is the claims' forest plot
+(claims_plot.py). `pilot_report(args)` compares the rows recorded at
 several budgets (bench/results/depth_multi30k_pilot.*), the measurement the budget is chosen from.
 
 The functions between loading and writing are pure (records in, numbers and text out), so
@@ -27,6 +28,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import depth_multi30k as study
+from claims_plot import forest_plot
 from common import RESULTS, markdown_table, write_results
 
 from deep_nmt_hf.significance import holm, seeded_paired_bootstrap
@@ -55,12 +57,21 @@ PAPERS = {
     "shared": "Shared layers — recurrent stacking of shared layers (../shared/papers/recurrent-shared-layers.txt)",
     "marian": "Depth against stock MarianMTModel 6-6 (no paper claims it: a finding either way)",
 }
+SHORT = {  # each paper's name on the lines of the claims plot
+    "admin": "ADMIN",
+    "dlcl": "DLCL",
+    "dsinit": "DS-Init",
+    "decoder": "deep decoder",
+    "shared": "shared layers",
+    "marian": "vs Marian",
+}
 
 
 @dataclass(frozen=True)
 class Claim:
     """One claim of a paper as this study tests it: `system` against `baseline` under `rule` ("better",
-    "fails-or-behind", "collapses", "close"), with the paper's own number (`paper`, quoted with its table)."""
+    "fails-or-behind", "collapses", "close"), with the paper's own number (`paper_number`, quoted with its
+    table) and, where the paper states one, its Δ BLEU for the same comparison (`paper_delta`, for the plot)."""
 
     paper: str
     text: str
@@ -68,6 +79,7 @@ class Claim:
     baseline: str
     rule: str
     paper_number: str
+    paper_delta: float | None = None
 
 
 ADMIN_TABLE_1 = "Table 1 (WMT'14 En-De): 60L-12L Default: 'diverge'; 60L-12L ADMIN 30.1 BLEU"
@@ -119,6 +131,7 @@ CLAIMS = (
         "better",
         "Table 1 (En-De): 60L-12L ADMIN 30.1 vs 6L-6L Default 27.6, Δ +2.5 BLEU (En-Fr: +2.5), 'statistically "
         "significant (p < 0.05) with a 1000-sample bootstrap test (Clark et al., 2011)'",
+        2.5,
     ),
     Claim(
         "admin",
@@ -127,6 +140,7 @@ CLAIMS = (
         "post-6-6",
         "better",
         "Table 1 (En-De): 60L-12L ADMIN vs 6L-6L Default, Δ +2.5 BLEU; Table 3: 36L-36L tied with 60L-12L (En-Fr)",
+        2.5,
     ),
     Claim(
         "dlcl",
@@ -144,6 +158,7 @@ CLAIMS = (
         "pre-6-6",
         "better",
         "Table 1: pre-norm Transformer-deep (20L) 28.9 vs Transformer (Base) 27.1, Δ +1.8 BLEU",
+        1.8,
     ),
     Claim(
         "dlcl",
@@ -153,6 +168,7 @@ CLAIMS = (
         "better",
         "Table 2 (16L): pre-norm DLCL 28.2 vs pre-norm Transformer 28.0, Δ +0.2 BLEU; Table 1: DLCL-deep (30L) "
         "29.3 vs Transformer-deep (20L) 28.9",
+        0.2,
     ),
     Claim(
         "dsinit",
@@ -170,6 +186,7 @@ CLAIMS = (
         "post-6-6",
         "better",
         "Table 3: row 16 (DS-Init + MAtt, 20 layers) 28.67 vs row 1 (Base, 6 layers) 27.59, Δ +1.08 BLEU",
+        1.08,
     ),
     Claim(
         "dsinit",
@@ -201,6 +218,7 @@ CLAIMS = (
             f"deep-decoder-6-{layers}-plain",
             "better",
             "Table 1 (BASE): 15-15 DEEP+CAD+CRT 29.09 vs DEEP 0.55; Table 3 (30L): full 29.09, without CAD 1.39",
+            29.09 - 0.55,  # the paper's 15-15 pair: no deeper one has both sides
         )
         for layers in (12, 24)
     ),
@@ -213,6 +231,7 @@ CLAIMS = (
         "Table 1 (WMT16 En-De): shared layers (T=4, enc=8, dec=4) 28.8 BLEU at 58M vs the deep 20-6 Transformer "
         "(Wang et al. 2019) 28.9 at 106M: Δ −0.1 at 55% of the parameters (abstract: 'similar model performance "
         "... our model parameters are 54.72% of the former')",
+        -0.1,
     ),
     Claim(
         "marian",
@@ -499,6 +518,7 @@ def verdict(claim: Claim, rows: dict[str, dict[str, Any]], tests: Sequence[dict[
         "baseline": baseline,
         "rule": claim.rule,
         "paper_number": claim.paper_number,
+        "paper_delta": claim.paper_delta,
         "seeds": None,
         "test": None,
     }
@@ -1123,6 +1143,16 @@ def report(args: argparse.Namespace) -> None:
             f"Multi30k en→de, {args.epochs} annealed epochs (mean over seeds)",
         )
         markdown += f"\n\n![validation loss, learning rate, BLEU against training CPU-hours, gradient norm]({name}.png)"
+        forest_plot(
+            payload["claims"],
+            RESULTS / f"{name}_claims.png",
+            f"Each paper's claim on Multi30k en→de, {args.epochs} annealed epochs: measured Δ BLEU and the "
+            "paper's own",
+            SHORT,
+            ALPHA,
+            CLOSE_MARGIN,
+        )
+        markdown += f"\n\n![every claim: measured Δ BLEU with its 95% CI, the paper's Δ, the verdict]({name}_claims.png)"
     write_results(name, payload, markdown)
     print(markdown)
 

@@ -370,6 +370,26 @@ def test_report_markdown_and_json(records: dict) -> None:
     assert all("p_holm" in t for t in payload["significance"])
 
 
+def test_the_claims_plot_has_a_line_per_claim_and_clips_large_differences(
+    records: dict, tmp_path: Path
+) -> None:
+    import claims_plot
+
+    assert claims_plot.clip(28.9, 8.0) == (8.0, 1)
+    assert claims_plot.clip(-30.0, 8.0) == (-8.0, -1)
+    assert claims_plot.clip(-0.6, 8.0) == (-0.6, 0)
+    verdicts, _ = report.claim_verdicts(records, n_samples=N_SAMPLES)
+    assert by_name(verdicts, "admin-18-6", "post-6-6")["paper_delta"] == 2.5
+    assert by_name(verdicts, "admin-18-6", "post-18-6")["paper_delta"] is None  # the paper's Default diverged
+    path = tmp_path / "claims.png"
+    labels = claims_plot.forest_plot(
+        verdicts, path, "claims", report.SHORT, report.ALPHA, report.CLOSE_MARGIN
+    )
+    assert len(labels) == len(report.CLAIMS)
+    assert labels[0] == "ADMIN: post-18-6 vs post-6-6" and labels[-1].startswith("vs Marian: ")
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
 def test_pilot_budget_sentence() -> None:
     by_budget = {
         e: {
