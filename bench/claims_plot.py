@@ -32,6 +32,18 @@ def clip(value: float, limit: float = LIMIT) -> tuple[float, int]:
     return value, 0
 
 
+def _edge_value(ax: Any, x: float, y: float, side: int, text: str, above: float, **style: Any) -> None:
+    """Write a clipped point's true value beside it, inside the axis, `above` points over (negative: under) it."""
+    ax.annotate(
+        text,
+        (x, y),
+        xytext=(-8 * side, above),
+        textcoords="offset points",
+        ha="right" if side > 0 else "left",
+        **style,
+    )
+
+
 def forest_plot(
     verdicts: Sequence[Mapping[str, Any]],
     path: Path,
@@ -75,27 +87,12 @@ def forest_plot(
                 markerfacecolor=colour if significant else "white",
             )
             if side:
-                ax.annotate(
-                    f"{test['delta']:+.1f}",
-                    (x, y),
-                    xytext=(-8 * side, 7),
-                    textcoords="offset points",
-                    ha="right" if side > 0 else "left",
-                    fontsize=8,
-                    color=colour,
-                )
+                _edge_value(ax, x, y, side, f"{test['delta']:+.1f}", 7, fontsize=8, color=colour)
         if v.get("paper_delta") is not None:
             px, side = clip(v["paper_delta"], limit)
             ax.plot(px, y, marker="D", markersize=7, color="black", markerfacecolor="none")
             if side:
-                ax.annotate(
-                    f"paper {v['paper_delta']:+.1f}",
-                    (px, y),
-                    xytext=(-8 * side, -11),
-                    textcoords="offset points",
-                    ha="right" if side > 0 else "left",
-                    fontsize=7,
-                )
+                _edge_value(ax, px, y, side, f"paper {v['paper_delta']:+.1f}", -11, fontsize=7)
         if close_margin is not None and v.get("rule") == "close":
             ax.plot([-close_margin] * 2, [y - 0.35, y + 0.35], color="black", linestyle=":", linewidth=1)
         word = v["verdict"] + (f" (Holm p {test['p_holm']:.2g})" if test is not None else "")

@@ -45,26 +45,37 @@ SRC_FLOOR = 0.5  # nats: the failure floor of source reliance where the 6-6 refe
 N_SAMPLES = 1000  # bootstrap resamples
 BEST_DEEP = "best deep row"  # the claimed row of the Marian comparison, resolved from the records
 
-PAPERS = {
-    "admin": "ADMIN — Liu et al. 2020, Very Deep Transformers for Neural Machine Translation "
-    "(../shared/papers/admin-very-deep-transformers-nmt.txt)",
-    "dlcl": "DLCL — Wang et al. 2019, Learning Deep Transformer Models for Machine Translation "
-    "(../shared/papers/prenorm-dlcl.txt)",
-    "dsinit": "DS-Init + MAtt — Zhang et al. 2019, Improving Deep Transformer with Depth-Scaled Initialization "
-    "and Merged Attention (../shared/papers/dsinit-merged-attention.txt)",
-    "decoder": "Deep decoder — cross-attention drop (CAD) and collapse reducing training (CRT: DDR + ALD) "
-    "(../shared/papers/deep-decoder-cad-crt.txt)",
-    "shared": "Shared layers — recurrent stacking of shared layers (../shared/papers/recurrent-shared-layers.txt)",
-    "marian": "Depth against stock MarianMTModel 6-6 (no paper claims it: a finding either way)",
+PAPERS = {  # key: (the paper's name on the lines of the claims plot, the title of its section in the report)
+    "admin": (
+        "ADMIN",
+        "ADMIN — Liu et al. 2020, Very Deep Transformers for Neural Machine Translation "
+        "(../shared/papers/admin-very-deep-transformers-nmt.txt)",
+    ),
+    "dlcl": (
+        "DLCL",
+        "DLCL — Wang et al. 2019, Learning Deep Transformer Models for Machine Translation "
+        "(../shared/papers/prenorm-dlcl.txt)",
+    ),
+    "dsinit": (
+        "DS-Init",
+        "DS-Init + MAtt — Zhang et al. 2019, Improving Deep Transformer with Depth-Scaled Initialization "
+        "and Merged Attention (../shared/papers/dsinit-merged-attention.txt)",
+    ),
+    "decoder": (
+        "deep decoder",
+        "Deep decoder — cross-attention drop (CAD) and collapse reducing training (CRT: DDR + ALD) "
+        "(../shared/papers/deep-decoder-cad-crt.txt)",
+    ),
+    "shared": (
+        "shared layers",
+        "Shared layers — recurrent stacking of shared layers (../shared/papers/recurrent-shared-layers.txt)",
+    ),
+    "marian": (
+        "vs Marian",
+        "Depth against stock MarianMTModel 6-6 (no paper claims it: a finding either way)",
+    ),
 }
-SHORT = {  # each paper's name on the lines of the claims plot
-    "admin": "ADMIN",
-    "dlcl": "DLCL",
-    "dsinit": "DS-Init",
-    "decoder": "deep decoder",
-    "shared": "shared layers",
-    "marian": "vs Marian",
-}
+SHORT = {paper: short for paper, (short, _) in PAPERS.items()}
 
 
 @dataclass(frozen=True)
@@ -654,7 +665,7 @@ def results_table(rows: dict[str, dict[str, Any]]) -> str:
 def claims_markdown(verdicts: Sequence[dict[str, Any]]) -> str:
     """Per paper: each claim's verdict, why, the seeds behind it and the paper's own number."""
     parts = []
-    for paper, title in PAPERS.items():
+    for paper, (_, title) in PAPERS.items():
         lines = [f"### {title}", ""]
         for v in (v for v in verdicts if v["paper"] == paper):
             seeds = ""
