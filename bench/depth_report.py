@@ -82,7 +82,8 @@ SHORT = {paper: short for paper, (short, _) in PAPERS.items()}
 class Claim:
     """One claim of a paper as this study tests it: `system` against `baseline` under `rule` ("better",
     "fails-or-behind", "collapses", "close"), with the paper's own number (`paper_number`, quoted with its
-    table) and, where the paper states one, its Δ BLEU for the same comparison (`paper_delta`, for the plot)."""
+    table) and, where the paper states one, its Δ BLEU for the same comparison (`paper_delta`, for the plot), else
+    its outcome in a few words (`paper_outcome`, for the table at a glance)."""
 
     paper: str
     text: str
@@ -91,9 +92,11 @@ class Claim:
     rule: str
     paper_number: str
     paper_delta: float | None = None
+    paper_outcome: str = "—"
 
 
 ADMIN_TABLE_1 = "Table 1 (WMT'14 En-De): 60L-12L Default: 'diverge'; 60L-12L ADMIN 30.1 BLEU"
+DIVERGES = "Default diverges (60L-12L)"
 CLAIMS = (
     Claim(
         "admin",
@@ -103,6 +106,7 @@ CLAIMS = (
         "fails-or-behind",
         f"{ADMIN_TABLE_1}; sec. 4: Default's 'gradients hit NaN, and the resulting model is not better than a "
         "random model'",
+        paper_outcome=DIVERGES,
     ),
     Claim(
         "admin",
@@ -111,9 +115,16 @@ CLAIMS = (
         "post-6-6",
         "fails-or-behind",
         ADMIN_TABLE_1,
+        paper_outcome=DIVERGES,
     ),
     Claim(
-        "admin", "ADMIN 18-6 beats default post-LN 18-6", "admin-18-6", "post-18-6", "better", ADMIN_TABLE_1
+        "admin",
+        "ADMIN 18-6 beats default post-LN 18-6",
+        "admin-18-6",
+        "post-18-6",
+        "better",
+        ADMIN_TABLE_1,
+        paper_outcome=DIVERGES,
     ),
     Claim(
         "admin",
@@ -122,9 +133,16 @@ CLAIMS = (
         "post-18-6",
         "better",
         f"the DeepNet paper (Wang et al. 2022) is not in ../shared/papers; the claim is ADMIN's {ADMIN_TABLE_1}",
+        paper_outcome=DIVERGES,
     ),
     Claim(
-        "admin", "ADMIN 36-6 beats default post-LN 36-6", "admin-36-6", "post-36-6", "better", ADMIN_TABLE_1
+        "admin",
+        "ADMIN 36-6 beats default post-LN 36-6",
+        "admin-36-6",
+        "post-36-6",
+        "better",
+        ADMIN_TABLE_1,
+        paper_outcome=DIVERGES,
     ),
     Claim(
         "admin",
@@ -133,6 +151,7 @@ CLAIMS = (
         "post-36-6",
         "better",
         "as for DeepNorm 18-6: ADMIN's " + ADMIN_TABLE_1,
+        paper_outcome=DIVERGES,
     ),
     Claim(
         "admin",
@@ -173,6 +192,7 @@ CLAIMS = (
         "better",
         "Table 1 (WMT14 En-De): post-norm Transformer-deep (20L) 'failed', pre-norm 20L 28.9; Table 2 (16L, "
         "WMT16 En-De): post-norm Transformer 'failed', pre-norm 28.0",
+        paper_outcome="post-norm 20L fails",
     ),
     Claim(
         "dlcl",
@@ -201,6 +221,7 @@ CLAIMS = (
         "better",
         "Table 3 (WMT14 En-De): row 10, MAtt with > 12 layers without DS-Init: '-' ('optimization failed'); "
         "row 16, DS-Init + MAtt 20 layers: 28.67",
+        paper_outcome="MAtt > 12L fails",
     ),
     Claim(
         "dsinit",
@@ -220,6 +241,7 @@ CLAIMS = (
         "better",
         "Table 3: dp_r / dp_a 0.1 / 0.1 at 6 layers, 0.3 / 0.2 for the deep models (sec. 5.1: 'relatively larger "
         "batch size and dropout rate for deeper and bigger models' on WMT14's 4.5M pairs)",
+        paper_outcome="— (a control)",
     ),
     *(
         Claim(
@@ -230,6 +252,7 @@ CLAIMS = (
             "collapses",
             "Table 1 (WMT14 En-De, BASE): DEEP 15-15 0.55 BLEU, DEEP 27-27 0.31; sec. 3.2: with more decoder "
             "layers BLEU 'increased at first and eventually declined to a very low level' (Figure 1)",
+            paper_outcome="collapses at 15L (0.55 BLEU)",
         )
         for layers in (12, 24)
     ),
@@ -276,6 +299,7 @@ CLAIMS = (
         "better",
         "— (the issue's question; the best deep row is chosen after the fact, which Holm's correction does not "
         "cover)",
+        paper_outcome="— (no paper claims it)",
     ),
 )
 RULES = (
@@ -555,6 +579,7 @@ def verdict(claim: Claim, rows: dict[str, dict[str, Any]], tests: Sequence[dict[
         "rule": claim.rule,
         "paper_number": claim.paper_number,
         "paper_delta": claim.paper_delta,
+        "paper_outcome": claim.paper_outcome,
         "seeds": None,
         "test": None,
     }
@@ -596,6 +621,7 @@ def verdict(claim: Claim, rows: dict[str, dict[str, Any]], tests: Sequence[dict[
         sweep = [baseline, *(n for n, row in study.MODELS.items() if row.variant == variant)]
         src = {n: rows[n]["mean"]["src"] for n in sweep if n in rows}
         shown = ", ".join(f"{n} {v:.2f}" for n, v in src.items() if v is not None)
+        out["source_reliance"] = {n: src.get(n) for n in (system, baseline)}
         if failed_sys:
             return done("holds", f"{failed_sys}; source reliance (nats): {shown}")
         return done(
@@ -702,6 +728,37 @@ def claims_markdown(verdicts: Sequence[dict[str, Any]]) -> str:
             )
         parts.append("\n".join(lines))
     return "\n\n".join(parts)
+
+
+def glance_table(verdicts: Sequence[dict[str, Any]]) -> str:
+    """One line per claim, in the order of the claims: the comparison, the seeds, the measured Δ BLEU with its 95%
+    CI beside the paper's Δ, and the verdict with its Holm p (the details, the rules and the paper's tables below)."""
+    body = []
+    for v in verdicts:
+        test = v["test"] if v["rule"] != "collapses" else None  # a collapse is judged by source reliance
+        measured = "—"
+        if test:
+            low, high = test["ci95"]
+            measured = f"{test['delta']:+.2f} ({low:+.2f} … {high:+.2f})"
+        elif v.get("source_reliance"):
+            measured = (
+                "src " + " vs ".join(_cell(x, None, 2) for x in v["source_reliance"].values()) + " nats"
+            )
+        word = f"**{v['verdict']}**" if v["verdict"] in ("holds", "does not hold") else v["verdict"]
+        body.append(
+            [
+                PAPERS[v["paper"]][0],
+                f"{v['system'] or BEST_DEEP} vs {v['baseline']}",
+                " vs ".join(str(k) for k in v["seeds"].values()) if v["seeds"] else "—",
+                measured,
+                v["paper_outcome"]
+                if v["paper_delta"] is None
+                else _cell(v["paper_delta"], None, 2, signed=True),
+                word + (f" (Holm p {test['p_holm']:.2g})" if test else ""),
+            ]
+        )
+    header = ["paper", "system vs baseline", "seeds", "Δ BLEU (95% CI)", "the paper (Δ BLEU)", "verdict"]
+    return markdown_table(header, body)
 
 
 def comparisons_table(tests: Sequence[dict[str, Any]]) -> str:
@@ -993,6 +1050,10 @@ def build_report(
     markdown = [
         f"# Depth that pays? Each paper's claim on Multi30k en→de, {args.epochs} annealed epochs",
         progress(planned, records, left),
+        "## Verdicts at a glance",
+        glance_table(verdicts),
+        "Each claim in words, the rules behind the verdicts and the paper's own tables: [Claims](#claims); "
+        "the same at a glance as a plot: [depth_multi30k_claims.png](depth_multi30k_claims.png).",
         "## Settings",
         settings_markdown(settings, rows, args),
     ]

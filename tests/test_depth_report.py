@@ -172,6 +172,33 @@ def test_failure_signatures_decide_the_verdicts() -> None:
     assert untestable["verdict"] == "cannot be tested at this scale"
 
 
+def test_the_table_at_a_glance_has_a_line_per_claim(records: dict) -> None:
+    """One line per claim in the claims' order; a tested claim shows its Δ with the CI and Holm p, a collapse
+    claim its source reliance, and the paper column its Δ or, where it has none, its outcome in words."""
+    recs = records | {
+        "pre-6-6": [record("pre-6-6", 1, 0.3, src=2.6)],
+        "deep-decoder-6-12-plain": [record("deep-decoder-6-12-plain", 1, 0.3, src=0.2)],
+    }
+    verdicts, _ = report.claim_verdicts(recs, n_samples=N_SAMPLES)
+    lines = report.glance_table(verdicts).splitlines()[2:]
+    assert len(lines) == len(report.CLAIMS)
+    cells = {tuple(c.strip() for c in line.strip("|").split("|"))[1]: line for line in lines}
+    trio = by_name(verdicts, "admin-18-6", "post-6-6")["test"]
+    admin = cells["admin-18-6 vs post-6-6"]
+    assert (
+        f"| 3 vs 3 | {trio['delta']:+.2f} ({trio['ci95'][0]:+.2f} … {trio['ci95'][1]:+.2f}) | +2.50 |"
+        in admin
+    )
+    assert f"(Holm p {trio['p_holm']:.2g})" in admin
+    assert "| Default diverges (60L-12L) |" in cells["admin-18-6 vs post-18-6"]
+    collapse = cells["deep-decoder-6-12-plain vs pre-6-6"]
+    assert "| src 0.20 vs 2.60 nats |" in collapse and "**holds**" in collapse and "Holm" not in collapse
+    assert (
+        "| — | — |" in cells["admin-36-6 vs post-36-6"]
+        and "cannot be tested yet" in cells["admin-36-6 vs post-36-6"]
+    )
+
+
 def test_the_deeper_decoder_runs_only_where_its_plain_twin_collapses(tmp_path: Path, monkeypatch) -> None:
     """Plain 6-24 reading the source: its CAD + CRT twin is not planned and its claim cannot be tested at this
     scale; plain 6-24 collapsed: the twin is planned right after the first pass and the collapse claim holds."""
