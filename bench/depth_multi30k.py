@@ -48,8 +48,9 @@ per epoch say will finish before it, so a sitting leaves no half-trained run for
 ``--kept`` on a kept machine starts longer runs too). Each finished run writes its record, numbers only, to
 ``bench/results/depth_multi30k/e{EPOCHS}/ROW/seed{S}.json`` and its final (averaged) weights in float16 beside it,
 ``seed{S}.averaged.safetensors`` (study_weights.py; both committed, since a machine is not always handed on:
-`load_averaged` reloads a run's model on any machine); the report (bench/depth_report.py) is rebuilt from the
-records.
+`load_averaged` reloads a run's model on any machine; a finished run whose weights were lost with its machine is
+re-trained last with the same seed, and its record keeps what the first run measured); the report
+(bench/depth_report.py) is rebuilt from the records.
 
     nice -n 19 python bench/depth_multi30k.py --reuse           # the plan (~55 CPU-hours; resumable)
     nice -n 19 python bench/depth_multi30k.py --reuse --until 17:15   # a sitting: only runs that end by then
@@ -330,6 +331,16 @@ def keep_weights(
     return digest
 
 
+def weights_lost(name: str, seed: int, args: argparse.Namespace) -> bool:
+    """Whether NAME's finished run with SEED has test scores but no averaged weights, neither committed nor in
+    this machine's run directory (it ran on a machine not handed on, before the study kept weights): the study
+    re-trains it, last, with the same seed; its record's numbers stand until then (`finish` keeps them)."""
+    record = _read_json(record_path(name, seed, args))
+    if record is None or record.get("test") is None or weights_path(name, seed, args).exists():
+        return False
+    return not (run_dir(name, seed, args) / "averaged" / "config.json").exists()
+
+
 def load_averaged(name: str, seed: int, args: argparse.Namespace) -> Any:
     """NAME's final (averaged) model for SEED, in eval mode: the run's saved model where this machine has it,
     else the committed float16 weights (checked against the tokenizer `multi30k_tokenizer` builds here)."""
@@ -547,6 +558,7 @@ def finish(
     here = run_dir(name, seed, args)
     checkpoints = _epoch_checkpoints(here / "trainer")
     row = MODELS[name]
+    lost = _read_json(record_path(name, seed, args)) if weights_lost(name, seed, args) else None
     record = {
         "name": name,
         "seed": seed,
@@ -565,6 +577,13 @@ def finish(
         "saved": str(here),
         "diverged": diverged,
     }
+    if lost is not None:  # a re-training to keep the weights: what the first run (same seed) measured
+        record["first_run"] = {
+            "bleu": lost["test"]["averaged"]["bleu"],
+            "bleu_best": lost["test"]["best"]["bleu"],
+            "valid_loss": lost["history"][-1]["valid_loss"],
+            "saved": lost["saved"],
+        }
     if not checkpoints or not history:
         if diverged is None:
             raise RuntimeError(f"{name} seed {seed}: no epoch checkpoint in {here / 'trainer'} to score")
@@ -813,17 +832,28 @@ def start_worker(name: str, seed: int, args: argparse.Namespace) -> subprocess.P
 
 def orchestrate(args: argparse.Namespace) -> None:
     """Run the plan `--jobs` at a time, each model in its own process with one thread (niced to 19: the study
-    runs beside other work); finished runs (a record in bench/results/depth_multi30k/) are skipped."""
+    runs beside other work); finished runs (a record in bench/results/depth_multi30k/) are skipped, except those
+    whose weights were lost (`weights_lost`): they are re-trained last, with the same seed."""
     multi30k_dir()
     multi30k_tokenizer(args.vocab_size)  # train the tokenizer once, before the workers start
-    todo = []
+    todo, retrain = [], []
     for name, seed in plan(args):
-        here = run_dir(name, seed, args)
         if record_path(name, seed, args).exists():
-            print(f"[{name} seed {seed}] finished: {record_path(name, seed, args)}", flush=True)
             if not weights_path(name, seed, args).exists() and keep_weights(name, seed, args):
                 print(f"[{name} seed {seed}] averaged weights: {weights_path(name, seed, args)}", flush=True)
+            if weights_lost(name, seed, args):
+                print(
+                    f"[{name} seed {seed}] finished, but its averaged weights were not kept (it ran on a machine "
+                    "not handed on): re-trained last, with the same seed, to keep them",
+                    flush=True,
+                )
+                retrain.append((name, seed))
+            else:
+                print(f"[{name} seed {seed}] finished: {record_path(name, seed, args)}", flush=True)
             continue
+        todo.append((name, seed))
+    for name, seed in todo + retrain:
+        here = run_dir(name, seed, args)
         saved = _read_json(here / "settings.json")
         if saved is not None and saved != settings(args):
             changed = sorted(k for k in settings(args) if saved.get(k) != settings(args)[k])
@@ -832,7 +862,7 @@ def orchestrate(args: argparse.Namespace) -> None:
             raise SystemExit(f"error: {here} exists; pass --reuse to continue it, or delete it")
         here.mkdir(parents=True, exist_ok=True)
         _write_json(here / "settings.json", settings(args))
-        todo.append((name, seed))
+    todo += retrain
     end = deadline(args.until) if args.until else None
     running: list[tuple[str, int, subprocess.Popen]] = []
     failed: list[str] = []

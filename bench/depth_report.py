@@ -932,8 +932,10 @@ def progress(
     planned: Sequence[tuple[str, int]],
     records: dict[str, list[dict[str, Any]]],
     left: Sequence[dict[str, Any]],
+    lost: Sequence[dict[str, Any]] = (),
 ) -> str:
-    """What has finished and what is left, in a paragraph."""
+    """What has finished and what is left (with `lost`, the finished runs to re-train for their weights), in a
+    paragraph."""
     finished = [(n, r["seed"]) for n, recs in records.items() for r in recs]
     done = set(finished)
     first_pass = [*study.FIRST_PASS, *(n for n in study.IF_FAILS if (n, 1) in planned)]
@@ -955,8 +957,14 @@ def progress(
         f"the rest (36-6 and the DS-Init dropout control, seed 1) {len(later)} of {len(study.LATER)}, a second "
         f"seed of every other row {sum(run in done for run in second)} of {len(second)}. "
     )
+    tail = ""
+    if lost:
+        tail = (
+            f" Then, to keep their weights: {len(lost)} finished run{'s' if len(lost) > 1 else ''} re-trained with "
+            f"the same seed, about {_hours(sum(x['cpu_hours'] for x in lost))}."
+        )
     if not left:
-        return text + "Nothing of the plan is left."
+        return text + "Nothing of the plan is left." + tail
     text += f"Left: {len(left)} runs"
     if known:
         estimated = sum(x["basis"] == "prior" for x in left)
@@ -971,7 +979,7 @@ def progress(
     text += "."
     if running:
         text += f" Started and resumable: {', '.join(running)}."
-    return text
+    return text + tail
 
 
 def settings_markdown(
@@ -1029,8 +1037,10 @@ def build_report(
     planned: Sequence[tuple[str, int]],
     partial: dict[tuple[str, int], Sequence[dict[str, Any]]] | None = None,
     n_samples: int = N_SAMPLES,
+    lost: Sequence[dict[str, Any]] = (),
 ) -> tuple[str, dict[str, Any]]:
-    """(markdown, JSON payload) of the report of `args.epochs` from its records."""
+    """(markdown, JSON payload) of the report of `args.epochs` from its records; `lost`: the finished runs to
+    re-train for their weights (`lost_weights`)."""
     rows = {name: row_summary(name, recs) for name, recs in records.items()}
     verdicts, tests = claim_verdicts(records, CLAIMS, n_samples)
     all_settings = [r["settings"] for recs in records.values() for r in recs if r.get("settings")]
@@ -1049,7 +1059,7 @@ def build_report(
     )
     markdown = [
         f"# Depth that pays? Each paper's claim on Multi30k en→de, {args.epochs} annealed epochs",
-        progress(planned, records, left),
+        progress(planned, records, left, lost),
         "## Verdicts at a glance",
         glance_table(verdicts),
         "Each claim in words, the rules behind the verdicts and the paper's own tables: [Claims](#claims); "
@@ -1062,13 +1072,18 @@ def build_report(
             f"**Warning:** the records differ in {', '.join(differing)}; the numbers mix settings."
         )
     markdown += ["## Results", results_table(rows) if rows else "No finished run yet.", COLUMNS]
+    if rerun := rerun_markdown(records):
+        markdown.append(rerun)
     markdown += ["## Claims", RULES, claims_markdown(verdicts)]
     markdown += [
         "### Every comparison, Holm-corrected together",
         comparisons_table(tests) if tests else "None yet.",
     ]
-    if left:
-        markdown += ["## Not finished yet", not_finished_markdown(left)]
+    if left or lost:
+        markdown += [
+            "## Not finished yet",
+            "\n".join(filter(None, (not_finished_markdown(left), lost_markdown(lost)))),
+        ]
     if signatures:
         markdown.append("Signatures: " + "; ".join(f"`{s}`" for s in signatures))
     payload = {
@@ -1084,11 +1099,12 @@ def build_report(
             "src_floor_nats": SRC_FLOOR,
             "bootstrap_samples": n_samples,
         },
-        "progress": progress(planned, records, left),
+        "progress": progress(planned, records, left, lost),
         "rows": rows,
         "significance": tests,
         "claims": verdicts,
         "not_finished": left,
+        "weights_lost": list(lost),
     }
     return "\n\n".join(markdown), payload
 
@@ -1226,12 +1242,60 @@ def _partial_runs(
     return {run: history for run in planned if (history := study.run_history(*run, args))}
 
 
+def lost_weights(records: dict[str, list[dict[str, Any]]], args: argparse.Namespace) -> list[dict[str, Any]]:
+    """The finished runs whose averaged weights were lost with their machine (`study.weights_lost`; the study
+    re-trains them last, same seed), each with its epochs re-trained so far and the CPU-hours left at its row's
+    measured CPU-s per epoch."""
+    lost = []
+    for name, recs in records.items():
+        rate = statistics.fmean(study.epoch_cpu_s([e for r in recs for e in r["history"]]) or [math.nan])
+        for r in recs:
+            if study.weights_lost(name, r["seed"], args):
+                done = len(study.run_history(name, r["seed"], args))
+                hours = (args.epochs - done) * rate / 3600
+                lost.append({"row": name, "seed": r["seed"], "epochs_done": done, "cpu_hours": hours})
+    return lost
+
+
+def lost_markdown(lost: Sequence[dict[str, Any]]) -> str:
+    """The runs to re-train for their weights, one line each."""
+    return "\n".join(
+        f"- {x['row']} seed {x['seed']}: finished (its numbers are in the tables), but on a machine not handed on, "
+        f"so its averaged weights were not kept; re-trained last with the same seed to keep them "
+        f"(≈ {_hours(x['cpu_hours'])}"
+        + (f"; {x['epochs_done']} epochs done" if x["epochs_done"] else "")
+        + ")"
+        for x in lost
+    )
+
+
+def rerun_markdown(records: dict[str, list[dict[str, Any]]]) -> str:
+    """Runs re-trained with the same seed to keep their weights, beside what the first run measured: how far
+    one seed's result reproduces on another machine."""
+    runs = [
+        f"{name} seed {r['seed']}: averaged test BLEU {r['test']['averaged']['bleu']:.2f} (first run "
+        f"{r['first_run']['bleu']:.2f}), best {r['test']['best']['bleu']:.2f} ({r['first_run']['bleu_best']:.2f}), "
+        f"last validation loss {r['history'][-1]['valid_loss']:.3f} ({r['first_run']['valid_loss']:.3f})"
+        for name, recs in records.items()
+        for r in recs
+        if r.get("first_run") and r.get("test")
+    ]
+    if not runs:
+        return ""
+    return (
+        "Re-trained with the same seed, to keep the weights the first run's machine took with it (the tables use "
+        "the re-training): " + "; ".join(runs) + "."
+    )
+
+
 def report(args: argparse.Namespace) -> None:
     """Write bench/results/depth_multi30k.{md,json,png} (with `--quick`: depth_multi30k.quick.*) from the records
     of the `--epochs` budget."""
     records = load_records(study.records_root(args), args.epochs)
     planned = study.plan(argparse.Namespace(**{**vars(args), "only": None}))
-    markdown, payload = build_report(records, args, planned, _partial_runs(planned, args))
+    markdown, payload = build_report(
+        records, args, planned, _partial_runs(planned, args), lost=lost_weights(records, args)
+    )
     name = _output_name("depth_multi30k", args)
     if records:
         plot(

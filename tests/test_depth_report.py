@@ -562,3 +562,61 @@ def test_the_workers_stop_at_until(tmp_path: Path, monkeypatch) -> None:
     assert time.time() - begun < 30
     assert [name for name, _ in started] == ["dlcl-18-6"]  # pre-18-6 needs 0.5 CPU-hours: not started
     assert started[0][1].returncode is not None  # ended at the deadline
+
+
+def test_a_run_whose_weights_were_lost_is_retrained_last_and_keeps_its_first_numbers(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """A finished run with test scores but no weights (committed or in this machine's run directory) is re-trained
+    after every other run, with the same seed; its new record keeps what the first run measured. A run with
+    weights, or one that diverged before its first checkpoint (no scores, no weights), is not re-trained."""
+    import subprocess
+
+    study = report.study
+    monkeypatch.setattr(study, "RUNS", tmp_path / "runs")
+    monkeypatch.setattr(study, "RECORDS", tmp_path / "records")
+    monkeypatch.setattr(study, "multi30k_dir", lambda: tmp_path)
+    monkeypatch.setattr(study, "multi30k_tokenizer", lambda vocab_size: None)
+    a = argparse.Namespace(**{**vars(args()), "until": None, "kept": False, "reuse": False, "jobs": 1})
+    a.status_every, a.only, a.seeds = 300.0, ["pre-18-6", "post-6-6", "admin-18-6", "post-18-6"], [1]
+    first = record("post-6-6", 1, 0.3)
+    for rec in (first, record("admin-18-6", 1, 0.3), {**record("post-18-6", 1, 0.3), "test": None}):
+        study._write_json(study.record_path(rec["name"], 1, a), rec)
+    study.weights_path("admin-18-6", 1, a).write_bytes(b"kept")
+    assert [study.weights_lost(n, 1, a) for n in a.only] == [False, True, False, False]
+
+    started: list[str] = []
+
+    def start_worker(name: str, seed: int, _: argparse.Namespace) -> subprocess.Popen:
+        started.append(name)
+        return subprocess.Popen(["true"])
+
+    monkeypatch.setattr(study, "start_worker", start_worker)
+    study.orchestrate(a)
+    assert started == ["pre-18-6", "post-6-6"]  # the unfinished run first, the re-training last
+
+    records = report.load_records(tmp_path / "records", 5)
+    lost = report.lost_weights(records, a)
+    assert [(x["row"], x["seed"]) for x in lost] == [("post-6-6", 1)]
+    assert lost[0]["cpu_hours"] == pytest.approx(5 * 110 / 3600)  # its row's 110 CPU-s an epoch, 5 epochs
+    markdown, payload = report.build_report(records, a, [], n_samples=N_SAMPLES, lost=lost)
+    assert (
+        "- post-6-6 seed 1: finished (its numbers are in the tables), but on a machine not handed on"
+        in markdown
+    )
+    assert "Then, to keep their weights: 1 finished run re-trained with the same seed" in payload["progress"]
+
+    class Model:
+        def num_parameters(self) -> int:
+            return 123
+
+    options = {"learning_rate": 1e-3, "warmup_steps": 400, "num_beams": 4, "length_penalty": 0.6}
+    diverged = {"step": 7, "loss": float("nan"), "reason": "non-finite (NaN / inf) training loss"}
+    study.finish("post-6-6", 1, a, None, [], Model(), options, diverged)  # the re-training's record
+    again = report.load_records(tmp_path / "records", 5)["post-6-6"][0]
+    assert again["first_run"]["bleu"] == first["test"]["averaged"]["bleu"]
+    assert again["first_run"]["valid_loss"] == first["history"][-1]["valid_loss"]
+    assert not study.weights_lost("post-6-6", 1, a)
+    rerun = report.rerun_markdown({"post-6-6": [{**first, "first_run": again["first_run"]}]})
+    bleu = first["test"]["averaged"]["bleu"]
+    assert f"post-6-6 seed 1: averaged test BLEU {bleu:.2f} (first run {bleu:.2f})" in rerun
