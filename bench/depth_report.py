@@ -826,9 +826,9 @@ def remaining(
 ) -> list[dict[str, Any]]:
     """The planned runs without a record, each with its CPU-hours still to go: (epochs − epochs already done) ×
     the mean CPU-s per epoch (training + validation decoding) of a started run's own epochs (`partial`: its
-    history so far; `basis` "own"), else of the row's finished seeds ("row"), else of the finished rows of the
-    same `cost_class` (depth and decoder passes; "class"). A class no finished
-    row has is priced from PRIOR (`prior_rates`) × the median ratio of this study's rate to the prior's over the
+    history so far; `basis` "own"), else of the row's other seeds, finished or started ("row"), else of the rows of
+    the same `cost_class` (depth and decoder passes; "class"), finished or started. A class no run has measured
+    is priced from PRIOR (`prior_rates`) × the median ratio of this study's rate to the prior's over the
     classes both measured (`basis` "prior"); a class neither has, from the deepest class no deeper in encoder or
     decoder with the same decoder passes × the ratio of their layer applications ("scaled": likely an overestimate,
     since the embeddings, output layer and search do not grow with depth); None (unknown) where there is none."""
@@ -836,12 +836,13 @@ def remaining(
     prior = prior or {}
     per_class: dict[tuple[Any, ...], list[float]] = {}
     per_row: dict[str, list[float]] = {}
-    for name, recs in records.items():
-        for r in recs:
-            cpu_s = study.epoch_cpu_s(r.get("history") or [])
-            per_row.setdefault(name, []).extend(cpu_s)
-            if cost_class(name) is not None:
-                per_class.setdefault(cost_class(name), []).extend(cpu_s)
+    histories = [(name, r.get("history") or []) for name, recs in records.items() for r in recs]
+    histories += [(name, history) for (name, _), history in partial.items()]  # started runs measure too
+    for name, history in histories:
+        cpu_s = study.epoch_cpu_s(history)
+        per_row.setdefault(name, []).extend(cpu_s)
+        if cost_class(name) is not None:
+            per_class.setdefault(cost_class(name), []).extend(cpu_s)
     rates = {k: statistics.fmean(v) for k, v in per_class.items() if v}
     ratios = [rates[k] / prior[k] for k in rates if prior.get(k)]
     scale = statistics.median(ratios) if ratios else None
@@ -898,7 +899,7 @@ def _how_priced(run: dict[str, Any]) -> str:
             f"estimated: the rate at depth {enc}-{dec} × {to_enc + to_dec}/{enc + dec} layer applications, likely "
             "an overestimate (embeddings, output layer and search do not grow with depth)"
         )
-    return {"own": "measured on its own epochs so far", "row": "measured on its finished seeds"}.get(
+    return {"own": "measured on its own epochs so far", "row": "measured on its other seeds"}.get(
         run["basis"], f"measured at depth {at}"
     )
 

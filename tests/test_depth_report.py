@@ -329,18 +329,22 @@ def test_what_is_left_and_its_cost(records: dict) -> None:
     ]
     left = report.remaining([("admin-18-6", 4), ("dlcl-18-6", 1)], {**records, "admin-18-6": slow}, epochs=5)
     assert [(x["basis"], x["cpu_s_per_epoch"]) for x in left] == [("row", 200.0), ("class", 155.0)]
-    # and a started run's own epochs before both (the orchestrator's `hours_left` prices it the same way)
+    # and a started run's own epochs before both (the orchestrator's `hours_left` prices it the same way); they
+    # count for its row's other seeds too: 15 finished epochs at 200 CPU-s and 3 started ones at 300
     own = {("admin-18-6", 5): [{"train_cpu_s": 290.0, "valid_decode_cpu_s": 10.0}] * 3}
     planned = [("admin-18-6", 4), ("admin-18-6", 5)]
     left = report.remaining(planned, {**records, "admin-18-6": slow}, epochs=5, partial=own)
+    row_rate = (15 * 200.0 + 3 * 300.0) / 18
     assert [(x["basis"], x["epochs_done"], x["cpu_hours"] * 3600) for x in left] == [
-        ("row", 0, pytest.approx(5 * 200.0)),
+        ("row", 0, pytest.approx(5 * row_rate)),
         ("own", 3, pytest.approx(2 * 300.0)),
     ]
     line = report.not_finished_markdown(left)
-    assert "seed 4: 200 CPU-s/epoch measured on its finished seeds" in line
+    assert f"seed 4: {row_rate:.0f} CPU-s/epoch measured on its other seeds" in line
     assert "seed 5: 300 CPU-s/epoch measured on its own epochs so far" in line
-    assert line.startswith("- admin-18-6: seeds 4, 5 (3 epochs done); ≈ 0.4 CPU-hours (")
+    assert line.startswith(
+        "- admin-18-6: seeds 4, 5 (3 epochs done); ≈ 0.5 CPU-hours ("
+    )  # (1083 + 600) / 3600
 
 
 def test_unmeasured_classes_are_priced_from_the_earlier_study(records: dict, tmp_path: Path) -> None:
