@@ -44,6 +44,11 @@ def _edge_value(ax: Any, x: float, y: float, side: int, text: str, above: float,
     )
 
 
+def holm_note(test: Mapping[str, Any] | None) -> str:
+    """ " (Holm p …)" for a verdict that rests on a comparison, "" for one that does not."""
+    return f" (Holm p {test['p_holm']:.2g})" if test is not None else ""
+
+
 def forest_plot(
     verdicts: Sequence[Mapping[str, Any]],
     path: Path,
@@ -95,7 +100,7 @@ def forest_plot(
                 _edge_value(ax, px, y, side, f"paper {v['paper_delta']:+.1f}", -11, fontsize=7)
         if close_margin is not None and v.get("rule") == "close":
             ax.plot([-close_margin] * 2, [y - 0.35, y + 0.35], color="black", linestyle=":", linewidth=1)
-        word = v["verdict"] + (f" (Holm p {test['p_holm']:.2g})" if test is not None else "")
+        word = v["verdict"] + holm_note(test)
         if v.get("rule") == "collapses":
             word += " — by source reliance, not BLEU"
         ax.annotate(

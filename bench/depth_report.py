@@ -28,7 +28,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import depth_multi30k as study
-from claims_plot import forest_plot
+from claims_plot import forest_plot, holm_note
 from common import RESULTS, markdown_table, write_results
 
 from deep_nmt_hf.significance import holm, seeded_paired_bootstrap
@@ -747,14 +747,14 @@ def glance_table(verdicts: Sequence[dict[str, Any]]) -> str:
         word = f"**{v['verdict']}**" if v["verdict"] in ("holds", "does not hold") else v["verdict"]
         body.append(
             [
-                PAPERS[v["paper"]][0],
+                SHORT[v["paper"]],
                 f"{v['system'] or BEST_DEEP} vs {v['baseline']}",
                 " vs ".join(str(k) for k in v["seeds"].values()) if v["seeds"] else "—",
                 measured,
                 v["paper_outcome"]
                 if v["paper_delta"] is None
                 else _cell(v["paper_delta"], None, 2, signed=True),
-                word + (f" (Holm p {test['p_holm']:.2g})" if test else ""),
+                word + holm_note(test),
             ]
         )
     header = ["paper", "system vs baseline", "seeds", "Δ BLEU (95% CI)", "the paper (Δ BLEU)", "verdict"]
