@@ -706,14 +706,13 @@ def _cpu_s_per_epoch(history: Sequence[dict[str, Any]]) -> float:
 def hours_left(name: str, seed: int, args: argparse.Namespace) -> float | None:
     """CPU-hours NAME's run with SEED still needs, its final scoring counted as one more epoch, at the CPU-s per
     epoch depth_report.remaining prices it with (its own epochs so far, else its row's or its cost class's
-    finished runs, else an estimate); None when nothing prices it."""
-    from depth_report import load_records, prior_rates, remaining
+    finished or started runs, else an estimate), as the report prices it; None when nothing prices it."""
+    from depth_report import _partial_runs, load_records, prior_rates, remaining
 
     history = run_history(name, seed, args)
     records = load_records(records_root(args), args.epochs)
-    left = remaining(
-        [(name, seed)], records, args.epochs, {(name, seed): history}, prior_rates(settings(args))
-    )
+    started = _partial_runs(dict.fromkeys([*plan(args), (name, seed)]), args)
+    left = remaining([(name, seed)], records, args.epochs, started, prior_rates(settings(args)))
     if not left:
         return 0.0
     rate = left[0]["cpu_s_per_epoch"]

@@ -506,7 +506,7 @@ def test_until_is_the_next_such_time_of_day() -> None:
 
 def test_until_starts_only_runs_that_finish_before_it(tmp_path: Path, monkeypatch) -> None:
     """A run starts before `--until` only when its measured cost (its own epochs so far, else its depth's
-    finished rows; the final scoring counted as one more epoch) ends before it; an unknown cost never starts."""
+    finished or started runs; the final scoring counted as one more epoch) ends before it; an unknown cost never starts."""
     import time
 
     study = report.study
@@ -523,11 +523,21 @@ def test_until_starts_only_runs_that_finish_before_it(tmp_path: Path, monkeypatc
     assert study.too_late("pre-18-6", 1, a, time.time() + 2100 * study.WALL_PER_CPU + 60) == ""
     late = study.too_late("pre-18-6", 1, a, time.time() + 2100 * study.WALL_PER_CPU - 60)
     assert "needs ≈ 0.6 CPU-hours" in late and "past --until 17:15" in late
-    # a row of a depth a finished row has measured: 30 epochs + scoring at that row's 200 CPU-s per epoch
     finished = record("post-18-6", 1, 0.3)
-    finished["history"] = [{"train_cpu_s": 190.0, "valid_decode_cpu_s": 10.0, "valid_loss": 3.0}] * 30
+    finished["history"] = [
+        {"epoch": e, "train_cpu_s": 190.0, "valid_decode_cpu_s": 10.0, "valid_loss": 3.0}
+        for e in range(1, 31)
+    ]
     study._write_json(study.record_path("post-18-6", 1, a), finished)
-    assert study.hours_left("admin-18-6", 1, a) == pytest.approx(31 * 200 / 3600)
+    # a row of a depth other runs measured: 30 epochs + scoring at the mean of that depth's epochs, the finished
+    # row's 30 at 200 CPU-s and the started pre-18-6's 10 at 100 (a started run measures its class too)
+    assert study.hours_left("admin-18-6", 1, a) == pytest.approx(31 * (30 * 200 + 10 * 100) / 40 / 3600)
+    # a depth only a started run has measured prices the row's other seeds and its cost class too, as the report
+    # does: 36-6 from post-36-6 seed 1's 4 epochs at 300 CPU-s (not from an estimate off the 12-epoch study)
+    started = [{"train_cpu_s": 290.0, "valid_decode_cpu_s": 10.0, "valid_loss": 4.0}] * 4
+    study._write_json(study.run_dir("post-36-6", 1, a) / "epochs.json", started)
+    assert study.hours_left("post-36-6", 2, a) == pytest.approx(31 * 300 / 3600)
+    assert study.hours_left("admin-36-6", 1, a) == pytest.approx(31 * 300 / 3600)
 
 
 def test_the_workers_stop_at_until(tmp_path: Path, monkeypatch) -> None:
