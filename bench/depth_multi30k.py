@@ -707,11 +707,12 @@ def hours_left(name: str, seed: int, args: argparse.Namespace) -> float | None:
     """CPU-hours NAME's run with SEED still needs, its final scoring counted as one more epoch, at the CPU-s per
     epoch depth_report.remaining prices it with (its own epochs so far, else its row's or its cost class's
     finished or started runs, else an estimate), as the report prices it; None when nothing prices it."""
-    from depth_report import _partial_runs, load_records, prior_rates, remaining
+    from depth_pricing import prior_rates, remaining, started_runs
+    from depth_report import load_records
 
     history = run_history(name, seed, args)
     records = load_records(records_root(args), args.epochs)
-    started = _partial_runs(dict.fromkeys([*plan(args), (name, seed)]), args)
+    started = started_runs(dict.fromkeys([*plan(args), (name, seed)]), args)
     left = remaining([(name, seed)], records, args.epochs, started, prior_rates(settings(args)))
     if not left:
         return 0.0
@@ -781,7 +782,7 @@ def plan(args: argparse.Namespace) -> list[tuple[str, int]]:
 
 def _applications(name: str) -> int:
     """Layer applications × decoder passes of a training step: what orders the SECOND_SEED runs by cost."""
-    from depth_report import cost_class
+    from depth_pricing import cost_class
 
     encoder, decoder, passes = cost_class(name)
     return (encoder + decoder) * passes
@@ -973,7 +974,7 @@ def main() -> None:
 
         report(args)
     elif args.pilot:
-        from depth_report import pilot_report
+        from depth_pilot import pilot_report
 
         pilot_report(args)
     else:

@@ -4,9 +4,8 @@
 with `--quick` the smoke-test records) and writes bench/results/depth_multi30k.{md,json,png} (quick:
 depth_multi30k.quick.*): progress, settings, the table (mean ± sd over seeds), the claims with the paper's own
 number beside each verdict, every comparison's paired bootstrap over seeds and sentences with Holm's correction
-across all of them, what is not finished and its CPU cost; depth_multi30k_claims.png is the claims' forest plot
-(claims_plot.py). `pilot_report(args)` compares the rows recorded at
-several budgets (bench/results/depth_multi30k_pilot.*), the measurement the budget is chosen from.
+across all of them, what is not finished and its CPU cost (depth_pricing.py); depth_multi30k_claims.png is the
+claims' forest plot (claims_plot.py). The budget pilot the study's budget was chosen from is depth_pilot.py.
 
 The functions between loading and writing are pure (records in, numbers and text out), so
 tests/test_depth_report.py runs them on synthetic records.
@@ -15,7 +14,6 @@ tests/test_depth_report.py runs them on synthetic records.
 from __future__ import annotations
 
 import argparse
-import itertools
 import json
 import math
 import statistics
@@ -30,15 +28,22 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import depth_multi30k as study
 from claims_plot import forest_plot, holm_note
 from common import RESULTS, markdown_table, write_results
+from depth_pricing import (
+    depth,
+    lost_markdown,
+    lost_weights,
+    not_finished_markdown,
+    prior_rates,
+    progress,
+    remaining,
+    started_runs,
+)
 
 from deep_nmt_hf.significance import holm, seeded_paired_bootstrap
 
 SLOPE_EPOCHS = 3  # the valid-loss slope is fitted over the last this many epochs
 FLAT = 0.005  # nats per epoch: |slope| below it is "flat"
 ALPHA = 0.05  # a difference is significant when its Holm-adjusted p is below it
-GAP_STABLE = (
-    1.0  # BLEU: a budget is long enough when the next one moves no pilot difference between rows more
-)
 CLOSE_MARGIN = 1.0  # BLEU: "close" (shared layers) when the 95% CI of the deficit stays above −CLOSE_MARGIN
 COLLAPSE_SHARE = 0.5  # a row fails when its source reliance is below this share of its 6-6 reference's
 SRC_FLOOR = 0.5  # nats: the failure floor of source reliance where the 6-6 reference has no record (or is it)
@@ -445,32 +450,6 @@ def row_summary(name: str, records: Sequence[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def depth(name: str) -> tuple[int, int] | None:
-    """(encoder, decoder) layer applications of a row (shared layers count every repeat), None if unknown."""
-    model = study.MODELS.get(name)
-    if model is None:
-        return None
-    f = model.fields
-    return (
-        f["encoder_layers"] * f.get("encoder_layer_repeats", 1),
-        f["decoder_layers"] * f.get("decoder_layer_repeats", 1),
-    )
-
-
-def cost_class(name: str) -> tuple[Any, ...] | None:
-    """What sets a row's CPU per epoch: its depth and the decoder passes of a training step (1, plus one for DDR
-    and two for ALD where the row's variant or fields turn them on: deep-decoder-cad-crt sec. 4), None if
-    unknown. Rows of one class price each other's unfinished runs."""
-    from deep_nmt_hf import VARIANTS
-
-    model = study.MODELS.get(name)
-    if model is None:
-        return None
-    fields = {**getattr(VARIANTS.get(model.variant), "DEFAULTS", {}), **model.fields}
-    passes = 1 + (fields.get("ddr_loss_weight", 0) > 0) + 2 * (fields.get("ald_loss_weight", 0) > 0)
-    return (*depth(name), passes)
-
-
 def reference_row(name: str) -> str:
     """The 6-6 reference of a row: where its chain of baselines ends (post-6-6, pre-6-6 or marian-6-6)."""
     seen = {name}
@@ -790,199 +769,6 @@ def comparisons_table(tests: Sequence[dict[str, Any]]) -> str:
     return markdown_table(header, body)
 
 
-# the 12-epoch study (inverse-sqrt, one shared lr): its CPU per epoch prices the cost classes this study has not
-# measured yet, scaled by this study's ratio to it where both measured (their load differed)
-PRIOR = RESULTS / "depth_multi30k_12epochs.json"
-SAME_COST = (
-    "d_model",
-    "vocab_size",
-    "max_tokens",
-    "max_length",
-    "max_train_samples",
-)  # settings that set the CPU of an epoch
-
-
-def prior_rates(settings: dict[str, Any], path: Path = PRIOR) -> dict[tuple[Any, ...], float]:
-    """Mean CPU-s per epoch by `cost_class` in the study at PATH (its JSON: settings, models with histories), {}
-    when it is missing or differs from SETTINGS in a setting of SAME_COST."""
-    if not path.exists():
-        return {}
-    earlier = json.loads(path.read_text())
-    if any(earlier["settings"].get(k) != settings.get(k) for k in SAME_COST):
-        return {}
-    per_class: dict[tuple[Any, ...], list[float]] = {}
-    for name, model in earlier["models"].items():
-        if cost_class(name) is not None:
-            per_class.setdefault(cost_class(name), []).extend(study.epoch_cpu_s(model.get("history") or []))
-    return {k: statistics.fmean(v) for k, v in per_class.items() if v}
-
-
-def remaining(
-    planned: Sequence[tuple[str, int]],
-    records: dict[str, list[dict[str, Any]]],
-    epochs: int,
-    partial: dict[tuple[str, int], Sequence[dict[str, Any]]] | None = None,
-    prior: dict[tuple[Any, ...], float] | None = None,
-) -> list[dict[str, Any]]:
-    """The planned runs without a record, each with its CPU-hours still to go: (epochs − epochs already done) ×
-    the mean CPU-s per epoch (training + validation decoding) of a started run's own epochs (`partial`: its
-    history so far; `basis` "own"), else of the row's other seeds, finished or started ("row"), else of the rows of
-    the same `cost_class` (depth and decoder passes; "class"), finished or started. A class no run has measured
-    is priced from PRIOR (`prior_rates`) × the median ratio of this study's rate to the prior's over the
-    classes both measured (`basis` "prior"); a class neither has, from the deepest class no deeper in encoder or
-    decoder with the same decoder passes × the ratio of their layer applications ("scaled": likely an overestimate,
-    since the embeddings, output layer and search do not grow with depth); None (unknown) where there is none."""
-    partial = partial or {}
-    prior = prior or {}
-    per_class: dict[tuple[Any, ...], list[float]] = {}
-    per_row: dict[str, list[float]] = {}
-    histories = [(name, r.get("history") or []) for name, recs in records.items() for r in recs]
-    histories += [(name, history) for (name, _), history in partial.items()]  # started runs measure too
-    for name, history in histories:
-        cpu_s = study.epoch_cpu_s(history)
-        per_row.setdefault(name, []).extend(cpu_s)
-        if cost_class(name) is not None:
-            per_class.setdefault(cost_class(name), []).extend(cpu_s)
-    rates = {k: statistics.fmean(v) for k, v in per_class.items() if v}
-    ratios = [rates[k] / prior[k] for k in rates if prior.get(k)]
-    scale = statistics.median(ratios) if ratios else None
-    known = rates | ({k: v * scale for k, v in prior.items() if k not in rates} if scale is not None else {})
-    done = {(name, r["seed"]) for name, recs in records.items() for r in recs}
-    left = []
-    for name, seed in planned:
-        if (name, seed) in done:
-            continue
-        key = cost_class(name)
-        cpu_s, basis, source = known.get(key), "class" if key in rates else "prior", None
-        history = partial.get((name, seed), [])
-        own = study.epoch_cpu_s(history)
-        if own:
-            cpu_s, basis = statistics.fmean(own), "own"
-        elif per_row.get(name):
-            cpu_s, basis = statistics.fmean(per_row[name]), "row"
-        if cpu_s is None and key is not None:
-            shallower = [k for k in known if k[0] <= key[0] and k[1] <= key[1] and k[2:] == key[2:]]
-            if shallower:
-                source = max(shallower, key=lambda k: sum(k[:2]))
-                cpu_s, basis = known[source] * sum(key[:2]) / sum(source[:2]), "scaled"
-        epochs_done = len(history)
-        left.append(
-            {
-                "row": name,
-                "seed": seed,
-                "epochs_done": epochs_done,
-                "cpu_s_per_epoch": cpu_s,
-                "cpu_hours": (epochs - epochs_done) * cpu_s / 3600 if cpu_s is not None else None,
-                "basis": basis if cpu_s is not None else None,
-                "prior_scale": scale if basis == "prior" and cpu_s is not None else None,
-                "scaled_from": source,
-            }
-        )
-    return left
-
-
-def _hours(hours: float) -> str:
-    return f"{hours:.1f} CPU-hours" if hours >= 0.1 else f"{60 * hours:.1f} CPU-minutes"
-
-
-def _how_priced(run: dict[str, Any]) -> str:
-    """How `remaining` priced RUN: measured (its own epochs, its row's seeds, its cost class) or estimated."""
-    at = "-".join(map(str, depth(run["row"])))
-    if run["basis"] == "prior":
-        return (
-            f"estimated: the 12-epoch study's rate at depth {at} × {run['prior_scale']:.2f}, this study's ratio to "
-            "it where both measured"
-        )
-    if run["basis"] == "scaled":
-        (enc, dec, _), (to_enc, to_dec, _) = run["scaled_from"], cost_class(run["row"])
-        return (
-            f"estimated: the rate at depth {enc}-{dec} × {to_enc + to_dec}/{enc + dec} layer applications, likely "
-            "an overestimate (embeddings, output layer and search do not grow with depth)"
-        )
-    return {"own": "measured on its own epochs so far", "row": "measured on its other seeds"}.get(
-        run["basis"], f"measured at depth {at}"
-    )
-
-
-def not_finished_markdown(left: Sequence[dict[str, Any]]) -> str:
-    """One line per row: the seeds still to run and their CPU cost (per epoch, measured on the run's own epochs,
-    its row or its cost class, or estimated: `_how_priced`); seeds priced alike share one parenthesis."""
-    lines = []
-    for name in dict.fromkeys(x["row"] for x in left):
-        runs = [x for x in left if x["row"] == name]
-        seeds = ", ".join(
-            f"{x['seed']}" + (f" ({x['epochs_done']} epochs done)" if x["epochs_done"] else "") for x in runs
-        )
-        if all(x["cpu_hours"] is not None for x in runs):
-            alike: dict[tuple[str, str], list[int]] = {}
-            for x in runs:
-                alike.setdefault((f"{x['cpu_s_per_epoch']:.0f}", _how_priced(x)), []).append(x["seed"])
-            rates = "; ".join(
-                (f"seed{'s' if len(s) > 1 else ''} {', '.join(map(str, s))}: " if len(alike) > 1 else "")
-                + f"{rate} CPU-s/epoch {how}"
-                for (rate, how), s in alike.items()
-            )
-            cost = f"≈ {_hours(sum(x['cpu_hours'] for x in runs))} ({rates})"
-        else:
-            cost = "cost unknown: neither this study nor the 12-epoch one finished a row of this depth (or a shallower one) and decoder passes"
-        lines.append(f"- {name}: seed{'s' if len(runs) > 1 else ''} {seeds}; {cost}")
-    return "\n".join(lines)
-
-
-def progress(
-    planned: Sequence[tuple[str, int]],
-    records: dict[str, list[dict[str, Any]]],
-    left: Sequence[dict[str, Any]],
-    lost: Sequence[dict[str, Any]] = (),
-) -> str:
-    """What has finished and what is left (with `lost`, the finished runs to re-train for their weights), in a
-    paragraph."""
-    finished = [(n, r["seed"]) for n, recs in records.items() for r in recs]
-    done = set(finished)
-    first_pass = [*study.FIRST_PASS, *(n for n in study.IF_FAILS if (n, 1) in planned)]
-    first = [n for n in first_pass if any(r["seed"] == 1 for r in records.get(n, []))]
-    later = [n for n in study.LATER if any(r["seed"] == 1 for r in records.get(n, []))]
-    headline = {n for n, s in planned if s == max(study.HEADLINE_SEEDS)}  # the rows planned with every seed
-    extra = [(n, s) for n, s in planned if s != 1 and n in headline]
-    extra_done = [run for run in extra if run in done]
-    second = [(n, s) for n, s in planned if s == study.SECOND_SEED and n not in headline]
-    running = [
-        f"{x['row']} seed {x['seed']} ({x['epochs_done']} epochs done)" for x in left if x["epochs_done"]
-    ]
-    known = [x["cpu_hours"] for x in left if x["cpu_hours"] is not None]
-    unknown = [f"{x['row']} seed {x['seed']}" for x in left if x["cpu_hours"] is None]
-    text = (
-        f"**Progress.** {len(finished)} runs finished: the first pass (seed 1) has {len(first)} of "
-        f"{len(first_pass)} rows, the headline rows' extra seeds {len(extra_done)} of {len(extra)}"
-        f"{' (' + ', '.join(f'{n} seed {s}' for n, s in extra_done) + ')' if extra_done else ''}, "
-        f"the rest (36-6 and the DS-Init dropout control, seed 1) {len(later)} of {len(study.LATER)}, a second "
-        f"seed of every other row {sum(run in done for run in second)} of {len(second)}. "
-    )
-    tail = ""
-    if lost:
-        tail = (
-            f" Then, to keep their weights: {len(lost)} finished run{'s' if len(lost) > 1 else ''} re-trained with "
-            f"the same seed, about {_hours(sum(x['cpu_hours'] for x in lost))}."
-        )
-    if not left:
-        return text + "Nothing of the plan is left." + tail
-    text += f"Left: {len(left)} runs"
-    if known:
-        estimated = sum(x["basis"] == "prior" for x in left)
-        scaled = sum(x["basis"] == "scaled" for x in left)
-        text += f", about {_hours(sum(known))} for the {len(known)} whose cost can be priced"
-        if estimated or scaled:
-            how = [f"{estimated} estimated from the 12-epoch study"] * bool(estimated)
-            how += [f"{scaled} scaled up from a shallower depth"] * bool(scaled)
-            text += f" ({' and '.join(how)})"
-    if unknown:
-        text += f"{', and' if known else ':'} {len(unknown)} of a depth not measured yet (cost unknown)"
-    text += "."
-    if running:
-        text += f" Started and resumable: {', '.join(running)}."
-    return text + tail
-
-
 def settings_markdown(
     settings: dict[str, Any], rows: dict[str, dict[str, Any]], args: argparse.Namespace
 ) -> str:
@@ -1039,9 +825,11 @@ def build_report(
     partial: dict[tuple[str, int], Sequence[dict[str, Any]]] | None = None,
     n_samples: int = N_SAMPLES,
     lost: Sequence[dict[str, Any]] = (),
+    pilot: dict[str, Any] | None = None,
 ) -> tuple[str, dict[str, Any]]:
     """(markdown, JSON payload) of the report of `args.epochs` from its records; `lost`: the finished runs to
-    re-train for their weights (`lost_weights`)."""
+    re-train for their weights (`lost_weights`); `pilot`: the budget pilot's payload (depth_pilot.build_pilot),
+    whose conclusion the settings quote."""
     rows = {name: row_summary(name, recs) for name, recs in records.items()}
     verdicts, tests = claim_verdicts(records, CLAIMS, n_samples)
     all_settings = [r["settings"] for recs in records.values() for r in recs if r.get("settings")]
@@ -1068,6 +856,12 @@ def build_report(
         "## Settings",
         settings_markdown(settings, rows, args),
     ]
+    if pilot and pilot["rows"]:
+        markdown.append(
+            f"**The budget.** {args.epochs} epochs, from the budget pilot "
+            f"([{_output_name('depth_multi30k_pilot', args)}.md]({_output_name('depth_multi30k_pilot', args)}.md): "
+            f"the 6-6 rows trained at several budgets, each its own annealed run). {pilot['conclusion']}"
+        )
     if differing:
         markdown.append(
             f"**Warning:** the records differ in {', '.join(differing)}; the numbers mix settings."
@@ -1106,6 +900,7 @@ def build_report(
         "claims": verdicts,
         "not_finished": left,
         "weights_lost": list(lost),
+        "budget_pilot": pilot["conclusion"] if pilot and pilot["rows"] else None,
     }
     return "\n\n".join(markdown), payload
 
@@ -1236,40 +1031,6 @@ def _output_name(base: str, args: argparse.Namespace) -> str:
     return f"{base}.quick" if args.quick else base
 
 
-def _partial_runs(
-    planned: Sequence[tuple[str, int]], args: argparse.Namespace
-) -> dict[tuple[str, int], list[dict[str, Any]]]:
-    """The epochs so far of every planned run that has started (its epochs.json beside its checkpoints)."""
-    return {run: history for run in planned if (history := study.run_history(*run, args))}
-
-
-def lost_weights(records: dict[str, list[dict[str, Any]]], args: argparse.Namespace) -> list[dict[str, Any]]:
-    """The finished runs whose averaged weights were lost with their machine (`study.weights_lost`; the study
-    re-trains them last, same seed), each with its epochs re-trained so far and the CPU-hours left at its row's
-    measured CPU-s per epoch."""
-    lost = []
-    for name, recs in records.items():
-        rate = statistics.fmean(study.epoch_cpu_s([e for r in recs for e in r["history"]]) or [math.nan])
-        for r in recs:
-            if study.weights_lost(name, r["seed"], args):
-                done = len(study.run_history(name, r["seed"], args))
-                hours = (args.epochs - done) * rate / 3600
-                lost.append({"row": name, "seed": r["seed"], "epochs_done": done, "cpu_hours": hours})
-    return lost
-
-
-def lost_markdown(lost: Sequence[dict[str, Any]]) -> str:
-    """The runs to re-train for their weights, one line each."""
-    return "\n".join(
-        f"- {x['row']} seed {x['seed']}: finished (its numbers are in the tables), but on a machine not handed on, "
-        f"so its averaged weights were not kept; re-trained last with the same seed to keep them "
-        f"(≈ {_hours(x['cpu_hours'])}"
-        + (f"; {x['epochs_done']} epochs done" if x["epochs_done"] else "")
-        + ")"
-        for x in lost
-    )
-
-
 def rerun_markdown(records: dict[str, list[dict[str, Any]]]) -> str:
     """Runs re-trained with the same seed to keep their weights, beside what the first run measured: how far
     one seed's result reproduces on another machine."""
@@ -1291,11 +1052,14 @@ def rerun_markdown(records: dict[str, list[dict[str, Any]]]) -> str:
 
 def report(args: argparse.Namespace) -> None:
     """Write bench/results/depth_multi30k.{md,json,png} (with `--quick`: depth_multi30k.quick.*) from the records
-    of the `--epochs` budget."""
+    of the `--epochs` budget, and the budget pilot's (depth_pilot.pilot_report) beside it."""
     records = load_records(study.records_root(args), args.epochs)
     planned = study.plan(argparse.Namespace(**{**vars(args), "only": None}))
+    from depth_pilot import pilot_report  # here: depth_pilot imports this module
+
+    pilot = pilot_report(args, echo=False)  # rebuilt with the report, so it never lags the records
     markdown, payload = build_report(
-        records, args, planned, _partial_runs(planned, args), lost=lost_weights(records, args)
+        records, args, planned, started_runs(planned, args), lost=lost_weights(records, args), pilot=pilot
     )
     name = _output_name("depth_multi30k", args)
     if records:
@@ -1315,209 +1079,5 @@ def report(args: argparse.Namespace) -> None:
             CLOSE_MARGIN,
         )
         markdown += f"\n\n![every claim: measured Δ BLEU with its 95% CI, the paper's Δ, the verdict]({name}_claims.png)"
-    write_results(name, payload, markdown)
-    print(markdown)
-
-
-# -------------------------------------------------------------------------------------------------- the pilot
-def pilot_summary(
-    by_budget: dict[int, dict[str, list[dict[str, Any]]]],
-) -> dict[str, dict[int, dict[str, Any]]]:
-    """Per row recorded at two or more budgets, per budget: seeds, averaged and best test BLEU (mean, sd), the
-    final validation loss, the last-epochs slope and the CPU-hours of a run (means over seeds)."""
-    names = sorted({n for recs in by_budget.values() for n in recs})
-    out: dict[str, dict[int, dict[str, Any]]] = {}
-    for name in names:
-        budgets_ = [e for e in sorted(by_budget) if name in by_budget[e]]
-        if len(budgets_) < 2:
-            continue
-        out[name] = {}
-        for e in budgets_:
-            row = row_summary(name, by_budget[e][name])
-            m, s = row["mean"], row["sd"]
-            out[name][e] = {
-                "seeds": row["n_seeds"],
-                "bleu": m["bleu"],
-                "bleu_sd": s["bleu"],
-                "bleu_best": m["bleu_best"],
-                "final_valid_loss": m["final_valid_loss"],
-                "slope": m["slope"],
-                "trend": row["trend"],
-                "cpu_hours": m["cpu_hours"],
-            }
-    return out
-
-
-def budget_sentence(summary: dict[str, dict[int, dict[str, Any]]], chosen: int) -> str:
-    """How the chosen budget follows from the pilot: the averaged-BLEU gain of the next larger budget against the
-    seed standard deviation at the chosen one, and whether the chosen budget ends flat."""
-    gains, sds, flat, costs = [], [], [], []
-    for name, per in summary.items():
-        larger = [e for e in per if e > chosen]
-        if chosen not in per or not larger or per[chosen]["bleu"] is None:
-            continue
-        nxt = min(larger)
-        if per[nxt]["bleu"] is None:
-            continue
-        gains.append((name, nxt, per[nxt]["bleu"] - per[chosen]["bleu"]))
-        if per[chosen]["bleu_sd"] is not None:
-            sds.append(per[chosen]["bleu_sd"])
-        flat.append(f"{name} {per[chosen]['trend']}")
-        if per[chosen]["cpu_hours"] and per[nxt]["cpu_hours"]:
-            costs.append(per[nxt]["cpu_hours"] / per[chosen]["cpu_hours"])
-    if not gains:
-        return (
-            f"No row has records at {chosen} epochs and at a larger budget yet: the pilot cannot justify the "
-            f"{chosen}-epoch budget so far."
-        )
-    steps = sorted({nxt for _, nxt, _ in gains})
-    text = "; ".join(
-        f"from {chosen} to {nxt} epochs averaged test BLEU changes by "
-        + ", ".join(f"{gain:+.2f} ({name})" for name, n, gain in gains if n == nxt)
-        for nxt in steps
-    )
-    text = text[0].upper() + text[1:]
-    text += f"; at {chosen} epochs the last epochs are: {', '.join(flat)}"
-    if costs:
-        text += f"; the longer budget costs {statistics.fmean(costs):.2f}× the CPU"
-    largest = max(g for _, _, g in gains)
-    if sds:
-        sd = statistics.fmean(sds)
-        text += f". The seed standard deviation at {chosen} epochs is {sd:.2f} BLEU (mean over rows): "
-        if largest <= sd:
-            text += (
-                f"no row gains more than one seed sd from the longer budget, so {chosen} epochs is enough."
-            )
-        else:
-            text += f"the longer budget gains up to {largest:+.2f}, more than one seed sd, so {chosen} epochs is short."
-    else:
-        text += f". With one seed per budget there is no seed sd to weigh the largest gain ({largest:+.2f}) against."
-    return text
-
-
-def pilot_plot(summary: dict[str, dict[int, dict[str, Any]]], by_budget: dict, path: Path) -> None:
-    """Validation loss per epoch of each pilot row at each budget, and averaged test BLEU against the budget."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, (loss, bleu) = plt.subplots(1, 2, figsize=(13, 5))
-    styles = ("-", "--", ":", "-.")
-    for name, per in summary.items():
-        for i, e in enumerate(sorted(per)):
-            epochs, mean, low, high = _per_epoch(by_budget[e][name], "valid_loss")
-            style = {**line_style(name), "linestyle": styles[i % len(styles)]}
-            loss.plot(epochs, mean, **style, label=f"{name} e{e}")
-            loss.fill_between(epochs, low, high, color=style["color"], alpha=0.15, linewidth=0)
-        xs = sorted(per)
-        ys = [per[e]["bleu"] for e in xs]
-        errors = [per[e]["bleu_sd"] or 0.0 for e in xs]
-        bleu.errorbar(xs, ys, yerr=errors, color=colour(name), marker="o", capsize=3, label=name)
-    loss.set(xlabel="epoch", ylabel="validation loss", title="validation loss per epoch, by budget")
-    bleu.set(xlabel="budget (epochs)", ylabel="averaged test BLEU (± seed sd)", title="test BLEU by budget")
-    loss.legend(fontsize=7)
-    bleu.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-
-
-def row_gaps(summary: dict[str, dict[int, dict[str, Any]]]) -> dict[tuple[str, str], dict[int, float]]:
-    """What the verdicts measure, by budget: the averaged-BLEU difference of every two pilot rows at each budget
-    both were recorded at."""
-    gaps = {}
-    for a, b in itertools.combinations(summary, 2):
-        gaps[(a, b)] = {
-            e: summary[a][e]["bleu"] - summary[b][e]["bleu"]
-            for e in sorted(summary[a])
-            if e in summary[b] and summary[a][e]["bleu"] is not None and summary[b][e]["bleu"] is not None
-        }
-    return {pair: per for pair, per in gaps.items() if len(per) >= 2}
-
-
-def budget_rule(summary: dict[str, dict[int, dict[str, Any]]]) -> tuple[int | None, str]:
-    """(budget, sentence): the smallest pilot budget whose rows all end flat and after which the next budget moves
-    no difference between two rows by GAP_STABLE BLEU or more; None when no budget of the pilot is long enough."""
-    gaps = row_gaps(summary)
-    if not gaps:
-        return None, ""
-    text = "Difference between rows (averaged test BLEU) by budget: " + "; ".join(
-        f"{a} − {b}: {', '.join(f'{g:+.2f} at {e}' for e, g in per.items())} epochs"
-        for (a, b), per in gaps.items()
-    )
-    budgets_ = sorted({e for per in gaps.values() for e in per})
-    for e, nxt in itertools.pairwise(budgets_):
-        moves = [abs(per[nxt] - per[e]) for per in gaps.values() if e in per and nxt in per]
-        flat = all(per[e]["trend"] == "flat" for per in summary.values() if e in per)
-        if moves and flat and max(moves) < GAP_STABLE:
-            return e, text + (
-                f". Rule: the smallest budget whose rows end flat and after which the next "
-                f"budget moves no difference by {GAP_STABLE:g} BLEU or more: {e} epochs (from {e} to {nxt} the "
-                f"differences move by at most {max(moves):.2f})."
-            )
-    return None, text + (
-        f". Rule: the smallest budget whose rows end flat and after which the next budget "
-        f"moves no difference by {GAP_STABLE:g} BLEU or more: no budget of the pilot meets it yet (the differences "
-        f"still move by {GAP_STABLE:g} or more up to {budgets_[-1]} epochs)."
-    )
-
-
-def build_pilot(
-    by_budget: dict[int, dict[str, list[dict[str, Any]]]], chosen: int
-) -> tuple[str, dict[str, Any]]:
-    """(markdown, payload) of the pilot: the rows recorded at several budgets."""
-    summary = pilot_summary(by_budget)
-    header = [
-        "row",
-        "budget (epochs)",
-        "seeds",
-        "BLEU avg",
-        "BLEU best",
-        "final valid loss",
-        "slope (nats/ep)",
-    ]
-    header += ["end", "CPU-hours per run"]
-    body = [
-        [
-            name,
-            e,
-            v["seeds"],
-            _cell(v["bleu"], v["bleu_sd"], 2),
-            _cell(v["bleu_best"], None, 2),
-            _cell(v["final_valid_loss"], None, 3),
-            _cell(v["slope"], None, 3, signed=True),
-            v["trend"],
-            _cell(v["cpu_hours"], None, 2),
-        ]
-        for name, per in summary.items()
-        for e, v in sorted(per.items())
-    ]
-    ruled, rule = budget_rule(summary)
-    sentence = " ".join(x for x in (budget_sentence(summary, chosen), rule) if x)
-    markdown = "\n\n".join(
-        [
-            "# The budget pilot of the depth study: the same rows at several epoch budgets",
-            "Each budget is its own annealed run (warmup, then linear decay to 0 at its last epoch), so a longer "
-            f"budget is not a continuation of a shorter one. End: flat when |slope| < {FLAT:g} nats/epoch over the "
-            f"last {SLOPE_EPOCHS} epochs. The study's budget is {chosen} epochs (`--epochs`).",
-            markdown_table(header, body) if body else "No row is recorded at two budgets yet.",
-            sentence,
-        ]
-    )
-    payload = {"chosen_budget": chosen, "rule_budget": ruled, "rows": summary, "conclusion": sentence}
-    return markdown, payload
-
-
-def pilot_report(args: argparse.Namespace) -> None:
-    """Write bench/results/depth_multi30k_pilot.{md,json,png} (quick: depth_multi30k_pilot.quick.*): the rows
-    recorded at several budgets, and how the chosen budget (`--epochs`) follows from them."""
-    root = study.records_root(args)
-    by_budget = {e: load_records(root, e) for e in budgets(root)}
-    markdown, payload = build_pilot(by_budget, args.epochs)
-    name = _output_name("depth_multi30k_pilot", args)
-    if payload["rows"]:
-        pilot_plot(payload["rows"], by_budget, RESULTS / f"{name}.png")
-        markdown += f"\n\n![validation loss per epoch by budget, test BLEU by budget]({name}.png)"
     write_results(name, payload, markdown)
     print(markdown)

@@ -1,5 +1,6 @@
 """bench/depth_report.py's pure functions on synthetic records: verdict rules, Holm across every comparison,
-the slope rule, what is left and its cost, the pilot's budget sentence. No data files, no training; seconds."""
+the slope rule; depth_pricing.py's: what is left and its cost; depth_pilot.py's budget sentence. No data files,
+no training; seconds."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))  # the bench scripts import as modules
 
+import depth_pilot as pilot  # noqa: E402
+import depth_pricing as pricing  # noqa: E402
 import depth_report as report  # noqa: E402
 
 from deep_nmt_hf.significance import bleu_from_statistics, bleu_statistics, holm  # noqa: E402
@@ -231,7 +234,7 @@ def test_the_deeper_decoder_runs_only_where_its_plain_twin_collapses(tmp_path: P
     assert (
         by_name(verdicts, "deep-decoder-6-24", "deep-decoder-6-24-plain")["verdict"] == "cannot be tested yet"
     )
-    assert "the first pass (seed 1) has 3 of 16 rows" in report.progress(planned, recs, [])
+    assert "the first pass (seed 1) has 3 of 16 rows" in pricing.progress(planned, recs, [])
 
 
 def test_the_dsinit_dropout_control_changes_only_the_dropouts(tmp_path: Path, monkeypatch) -> None:
@@ -246,7 +249,7 @@ def test_the_dsinit_dropout_control_changes_only_the_dropouts(tmp_path: Path, mo
         "attention_dropout": 0.1,
     }
     assert study._recipe("dsinit-matt-18-6", args(epochs=5))[1]["dropout"] == 0.3  # what the control changes
-    assert report.cost_class("dsinit-matt-18-6-low-dropout") == report.cost_class("dsinit-matt-18-6")
+    assert pricing.cost_class("dsinit-matt-18-6-low-dropout") == pricing.cost_class("dsinit-matt-18-6")
     planned = study.plan(args(epochs=5))
     assert [run for run in planned if run[1] == 1][-1] == ("dsinit-matt-18-6-low-dropout", 1)
     recs = {
@@ -276,7 +279,7 @@ def test_every_row_gets_a_second_seed_last_cheapest_first(tmp_path: Path, monkey
         second.index("deepnorm-18-6") < second.index("deep-decoder-6-24-plain") < second.index("admin-36-6")
     )
     recs = {"post-6-6": [record("post-6-6", 1, 0.3)], "matt-18-6": [record("matt-18-6", 2, 0.3)]}
-    text = report.progress(planned, recs, [])
+    text = pricing.progress(planned, recs, [])
     assert f"a second seed of every other row 1 of {len(second)}" in text
     assert "the headline rows' extra seeds 0 of 14" in text
 
@@ -309,7 +312,7 @@ def test_what_is_left_and_its_cost(records: dict) -> None:
     planned = [("post-6-6", 1), ("dlcl-18-6", 1), ("deep-decoder-6-12", 1)]
     started = [{"valid_loss": 3.0}] * 2  # two epochs done, no CPU measure in them: priced by its class
     partial = {("dlcl-18-6", 1): started}
-    left = {x["row"]: x for x in report.remaining(planned, records, epochs=5, partial=partial)}
+    left = {x["row"]: x for x in pricing.remaining(planned, records, epochs=5, partial=partial)}
     assert set(left) == {"dlcl-18-6", "deep-decoder-6-12"}
     assert left["dlcl-18-6"]["cpu_hours"] == pytest.approx(
         3 * 110.0 / 3600
@@ -317,29 +320,29 @@ def test_what_is_left_and_its_cost(records: dict) -> None:
     assert left["deep-decoder-6-12"]["cpu_hours"] is None  # no 6-12 row has finished: unknown
     # a finished plain 6-12 does not price the one with CAD + CRT (three more decoder passes a step)
     plain = record("deep-decoder-6-12-plain", 1, 0.3)
-    left = {x["row"]: x for x in report.remaining(planned, {**records, plain["name"]: [plain]}, epochs=5)}
+    left = {x["row"]: x for x in pricing.remaining(planned, {**records, plain["name"]: [plain]}, epochs=5)}
     assert left["deep-decoder-6-12"]["cpu_hours"] is None
-    assert report.cost_class("deep-decoder-6-12") == (6, 12, 4)
-    assert report.cost_class("deep-decoder-6-12-plain") == (6, 12, 1)
-    assert report.cost_class("shared-18-6") == report.cost_class("post-18-6") == (18, 6, 1)
+    assert pricing.cost_class("deep-decoder-6-12") == (6, 12, 4)
+    assert pricing.cost_class("deep-decoder-6-12-plain") == (6, 12, 1)
+    assert pricing.cost_class("shared-18-6") == pricing.cost_class("post-18-6") == (18, 6, 1)
 
     # a row's own finished seeds price its other seeds before its class does (Marian 6-6 trains faster than ours)
     slow = [
         {**r, "history": [{**e, "train_cpu_s": 190.0} for e in r["history"]]} for r in records["admin-18-6"]
     ]
-    left = report.remaining([("admin-18-6", 4), ("dlcl-18-6", 1)], {**records, "admin-18-6": slow}, epochs=5)
+    left = pricing.remaining([("admin-18-6", 4), ("dlcl-18-6", 1)], {**records, "admin-18-6": slow}, epochs=5)
     assert [(x["basis"], x["cpu_s_per_epoch"]) for x in left] == [("row", 200.0), ("class", 155.0)]
     # and a started run's own epochs before both (the orchestrator's `hours_left` prices it the same way); they
     # count for its row's other seeds too: 15 finished epochs at 200 CPU-s and 3 started ones at 300
     own = {("admin-18-6", 5): [{"train_cpu_s": 290.0, "valid_decode_cpu_s": 10.0}] * 3}
     planned = [("admin-18-6", 4), ("admin-18-6", 5)]
-    left = report.remaining(planned, {**records, "admin-18-6": slow}, epochs=5, partial=own)
+    left = pricing.remaining(planned, {**records, "admin-18-6": slow}, epochs=5, partial=own)
     row_rate = (15 * 200.0 + 3 * 300.0) / 18
     assert [(x["basis"], x["epochs_done"], x["cpu_hours"] * 3600) for x in left] == [
         ("row", 0, pytest.approx(5 * row_rate)),
         ("own", 3, pytest.approx(2 * 300.0)),
     ]
-    line = report.not_finished_markdown(left)
+    line = pricing.not_finished_markdown(left)
     assert f"seed 4: {row_rate:.0f} CPU-s/epoch measured on its other seeds" in line
     assert "seed 5: 300 CPU-s/epoch measured on its own epochs so far" in line
     assert line.startswith(
@@ -351,26 +354,26 @@ def test_unmeasured_classes_are_priced_from_the_earlier_study(records: dict, tmp
     planned = [("dlcl-18-6", 1), ("deep-decoder-6-12", 1), ("admin-36-6", 1)]
     # the earlier study ran 18-6 at 220 CPU-s/epoch, this one at 110: its 6-12 CAD + CRT's 400 scales to 200
     prior = {(18, 6, 1): 220.0, (6, 12, 4): 400.0}
-    left = {x["row"]: x for x in report.remaining(planned, records, epochs=5, prior=prior)}
+    left = {x["row"]: x for x in pricing.remaining(planned, records, epochs=5, prior=prior)}
     assert left["dlcl-18-6"]["basis"] == "class" and left["dlcl-18-6"]["cpu_s_per_epoch"] == 110.0
     assert left["deep-decoder-6-12"]["basis"] == "prior"
     assert left["deep-decoder-6-12"]["cpu_hours"] == pytest.approx(5 * 200.0 / 3600)
     # in neither study: scaled up from the deepest shallower class with as many decoder passes (18-6 here)
     assert left["admin-36-6"]["basis"] == "scaled"
     assert left["admin-36-6"]["cpu_s_per_epoch"] == pytest.approx(110.0 * 42 / 24)
-    markdown = report.not_finished_markdown(list(left.values()))
+    markdown = pricing.not_finished_markdown(list(left.values()))
     assert "estimated: the 12-epoch study's rate at depth 6-12 × 0.50" in markdown
     assert "estimated: the rate at depth 18-6 × 42/24 layer applications" in markdown
     # never scaled down (that would underestimate), from a deeper encoder, nor across decoder passes
-    deep_decoder = report.remaining([("deep-decoder-6-24-plain", 1)], records, epochs=5)[0]
+    deep_decoder = pricing.remaining([("deep-decoder-6-24-plain", 1)], records, epochs=5)[0]
     assert deep_decoder["scaled_from"] == (6, 6, 1)  # not 18-6: more encoder layers than 6-24 has
     assert deep_decoder["cpu_s_per_epoch"] == pytest.approx(110.0 * 30 / 12)
     assert (
-        report.remaining([("pre-6-6", 1)], {"admin-18-6": records["admin-18-6"]}, epochs=5)[0]["cpu_hours"]
+        pricing.remaining([("pre-6-6", 1)], {"admin-18-6": records["admin-18-6"]}, epochs=5)[0]["cpu_hours"]
         is None
     )
     # no class measured in both: nothing to scale by, so the prior prices nothing
-    alone = report.remaining([("deep-decoder-6-12", 1)], records, epochs=5, prior={(6, 12, 4): 400.0})
+    alone = pricing.remaining([("deep-decoder-6-12", 1)], records, epochs=5, prior={(6, 12, 4): 400.0})
     assert alone[0]["cpu_hours"] is None
     # the prior file is read only when its cost settings match this study's
     path = tmp_path / "earlier.json"
@@ -383,9 +386,9 @@ def test_unmeasured_classes_are_priced_from_the_earlier_study(records: dict, tmp
         "max_train_samples": None,
     }
     path.write_text(json.dumps({"settings": earlier, "models": {"deep-decoder-6-12": {"history": history}}}))
-    assert report.prior_rates(earlier, path) == {(6, 12, 4): 400.0}
-    assert report.prior_rates({**earlier, "max_tokens": 4096}, path) == {}
-    assert report.prior_rates(earlier, tmp_path / "missing.json") == {}
+    assert pricing.prior_rates(earlier, path) == {(6, 12, 4): 400.0}
+    assert pricing.prior_rates({**earlier, "max_tokens": 4096}, path) == {}
+    assert pricing.prior_rates(earlier, tmp_path / "missing.json") == {}
 
 
 def test_report_markdown_and_json(records: dict) -> None:
@@ -429,10 +432,24 @@ def test_pilot_budget_sentence() -> None:
         }
         for e, error in ((10, 0.40), (20, 0.30), (30, 0.295))
     }
-    markdown, payload = report.build_pilot(by_budget, chosen=20)
+    markdown, payload = pilot.build_pilot(by_budget, chosen=20)
     assert set(payload["rows"]) == {"post-6-6", "marian-6-6"}
     assert "From 20 to 30 epochs averaged test BLEU changes by" in payload["conclusion"]
     assert "| post-6-6 | 30 | 2 |" in markdown
+    # one seed sd weighs the longer budget's gain: the rows' own BLEU, not the differences the claims test
+    rows = payload["rows"]
+    sd = rows["post-6-6"][20]["bleu_sd"]
+    gain = max(rows[n][30]["bleu"] - rows[n][20]["bleu"] for n in rows)
+    assert f"The seed standard deviation at 20 epochs is {sd:.2f} BLEU" in payload["conclusion"]
+    enough = "no row gains more than one seed sd from the longer budget, so 20 epochs is enough"
+    short = f"gains up to {gain:+.2f}, more than one seed sd, so at 20 epochs the rows' own BLEU has not converged"
+    assert (enough if gain <= sd else short) in payload["conclusion"]
+    # the study's report quotes the pilot's conclusion under its settings
+    recs = {"post-6-6": [record("post-6-6", 1, 0.3)]}
+    quoted, out = report.build_report(recs, args(epochs=20), [], n_samples=N_SAMPLES, pilot=payload)
+    assert "**The budget.** 20 epochs, from the budget pilot ([depth_multi30k_pilot.md]" in quoted
+    assert payload["conclusion"] in quoted and out["budget_pilot"] == payload["conclusion"]
+    assert "**The budget.**" not in report.build_report(recs, args(epochs=20), [], n_samples=N_SAMPLES)[0]
     # the difference the verdicts measure, at each budget both rows have (one entry per budget)
     gap = payload["conclusion"].split("Difference between rows (averaged test BLEU) by budget: ")[1]
     rows = payload["rows"]
@@ -453,13 +470,13 @@ def test_budget_rule_takes_the_first_budget_after_which_the_differences_stop_mov
         }
 
     marian = {10: 26.0, 20: 33.0, 30: 34.6, 40: 35.2}
-    budget, text = report.budget_rule(summary(marian, {10: 15.0, 20: 27.4, 30: 30.8, 40: 31.6}))
+    budget, text = pilot.budget_rule(summary(marian, {10: 15.0, 20: 27.4, 30: 30.8, 40: 31.6}))
     assert budget == 30 and "move by at most 0.20" in text
     # the gap still moves by 1 BLEU from 30 to 40: no budget of the pilot is long enough
-    budget, text = report.budget_rule(summary(marian, {10: 15.0, 20: 27.4, 30: 30.8, 40: 32.6}))
+    budget, text = pilot.budget_rule(summary(marian, {10: 15.0, 20: 27.4, 30: 30.8, 40: 32.6}))
     assert budget is None and "no budget of the pilot meets it yet" in text
     # a budget whose rows still improve at their end is never chosen, however stable the gap
-    budget, _ = report.budget_rule(
+    budget, _ = pilot.budget_rule(
         summary(marian, {10: 15.0, 20: 27.4, 30: 30.8, 40: 31.6}, "still improving")
     )
     assert budget is None
@@ -610,7 +627,7 @@ def test_a_run_whose_weights_were_lost_is_retrained_last_and_keeps_its_first_num
     assert started == ["pre-18-6", "post-6-6"]  # the unfinished run first, the re-training last
 
     records = report.load_records(tmp_path / "records", 5)
-    lost = report.lost_weights(records, a)
+    lost = pricing.lost_weights(records, a)
     assert [(x["row"], x["seed"]) for x in lost] == [("post-6-6", 1)]
     assert lost[0]["cpu_hours"] == pytest.approx(5 * 110 / 3600)  # its row's 110 CPU-s an epoch, 5 epochs
     markdown, payload = report.build_report(records, a, [], n_samples=N_SAMPLES, lost=lost)
