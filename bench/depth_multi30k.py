@@ -1,7 +1,8 @@
 """Depth that pays? Each paper's claim on Multi30k en→de, every row trained to the end of one annealed budget.
 
 Rows (`MODELS`) pair each claim's counterfactual with its claimed model: post-LN 18-6 trained the default way
-against ADMIN 18-6 and DeepNorm 18-6 (and the 36-6 trio); post-LN 18-6 against pre-LN 18-6 and pre-LN DLCL 18-6;
+against ADMIN 18-6 and DeepNorm 18-6 (and the 36-6 trio; where ADMIN 36-6 fails at the paper's lr, a control at
+a lower peak lr: `IF_FAILS`); post-LN 18-6 against pre-LN 18-6 and pre-LN DLCL 18-6;
 MAtt 18-6 with and without DS-Init (and, as a control, DS-Init + MAtt with the paper's 6-layer dropouts); a plain
 pre-LN 6-12 decoder against the one with CAD + DDR + ALD, and a plain 6-24 (the 6-24 with CAD + DDR + ALD runs
 only if the plain one collapses: `IF_FAILS`); the shared-layers model against the unshared one with as many layer
@@ -37,8 +38,9 @@ finished too, with the step and the reason in its record.
 
 Operation: `plan()` orders the work so that every sitting leaves a valid partial report: first every row of
 FIRST_PASS with seed 1 (each claim's counterfactual beside its claimed row), then seeds 2 and 3 of the HEADLINE rows
-and of the best deep row, then the rest (LATER: the 36-6 rows and the DS-Init dropout control, seed 1), then a
-second seed of every other row (SECOND_SEED, cheapest first). Every run trains in its own process with one
+and of the best deep row, then the rest (LATER: the 36-6 rows and the DS-Init dropout control, seed 1, and the
+ADMIN lr control where it is triggered), then a second seed of every other row (SECOND_SEED, cheapest first);
+the plan is made again whenever a run ends, so a row a result adds starts in the same sitting. Every run trains in its own process with one
 torch thread at nice 19, `--jobs` at once; its Trainer checkpoints (one per epoch), logs and saved models (best,
 averaged; they load with AutoModelForSeq2SeqLM) live in
 ``~/.cache/deep_nmt_bench/depth-annealed/e{EPOCHS}/ROW/seed{S}/`` ($DEEP_NMT_BENCH_CACHE moves it), so the study
@@ -168,6 +170,19 @@ MODELS: dict[str, Row] = {
         why="a control: dropout 0.1 / attention dropout 0.1, the paper's 6-layer values (Table 3), instead of the "
         "recipe's deep-model 0.3 / 0.2",
     ),
+    # a control, not the paper's schedule: ADMIN 36-6 at lr 1e-3 under the linear decay stops reading the source
+    # (seed 1), where the 12-epoch study's inverse-sqrt schedule, same peak, trained it (src +2.15 nats at epoch 12)
+    "admin-36-6-low-lr": Row(
+        "admin",
+        "admin",
+        DEEPER,
+        "ADMIN 36-6 at peak lr 5e-4",
+        "post-6-6",
+        options={"learning_rate": 5e-4},
+        why="a control, run only where ADMIN 36-6 at the paper's lr 1e-3 fails: peak lr 5e-4, whose linear decay "
+        "follows the lr of the 12-epoch study's inverse-sqrt schedule (peak 1e-3, warmup 400), under which ADMIN "
+        "36-6 trained, over its 12 epochs (4.5e-4 vs 5.2e-4 at epoch 4, 3.1e-4 vs 3.0e-4 at epoch 12)",
+    ),
     # the deep decoder's claim: a deep decoder ignores the source without CAD + DDR + ALD
     "deep-decoder-6-12-plain": Row(
         "deep_decoder",
@@ -238,7 +253,9 @@ FIRST_PASS = (
 # rows run only where the row they name fails: the deep decoder's claim is that CAD + CRT prevent a collapse, so
 # the costly 6-24 with CAD + CRT (four decoder passes a step) runs, right after the first pass, only where the plain
 # 6-24 collapses (issue #27: "at least 6-12, deeper if collapse needs it")
-IF_FAILS = {"deep-decoder-6-24": "deep-decoder-6-24-plain"}
+# ADMIN 36-6 at a lower peak lr runs, after the LATER rows, only where ADMIN 36-6 at the paper's lr fails: is the
+# failure ADMIN's at 36 layers, or the annealed schedule's (whose lr stays high longer than inverse-sqrt's)?
+IF_FAILS = {"deep-decoder-6-24": "deep-decoder-6-24-plain", "admin-36-6-low-lr": "admin-36-6"}
 # the rest, after the headline rows' extra seeds: ADMIN's deeper check (the costliest rows, ~1.4x an 18-6 run),
 # then the DS-Init control (why DS-Init + MAtt falls behind post-6-6 at this scale)
 LATER = ("post-36-6", "admin-36-6", "deepnorm-36-6", "dsinit-matt-18-6-low-dropout")
@@ -754,8 +771,9 @@ def status(name: str, seed: int, args: argparse.Namespace) -> str:
 def plan(args: argparse.Namespace) -> list[tuple[str, int]]:
     """(row, seed) in the order the study runs them: `--only` × `--seeds` when given; otherwise every row of
     FIRST_PASS with seed 1 (each claim's counterfactual beside its claimed row) and the IF_FAILS rows whose
-    condition row failed (`triggered`), then seeds 2 and 3 of the HEADLINE rows and of the best deep row finished
-    so far (highest averaged test BLEU of seed 1), then the LATER rows with seed 1, then a second seed of every
+    condition row (of the first pass) failed (`triggered`), then seeds 2 and 3 of the HEADLINE rows and of the
+    best deep row finished so far (highest averaged test BLEU of seed 1), then the LATER rows with seed 1 and the
+    IF_FAILS rows whose condition row (a LATER one) failed, then a second seed of every
     other row (SECOND_SEED), cheapest first (fewest layer applications × decoder passes), so that no claim rests
     on one training run. Re-planned at every start: a LATER row that becomes the best gets its seeds then."""
     if args.only:
@@ -763,7 +781,8 @@ def plan(args: argparse.Namespace) -> list[tuple[str, int]]:
         if unknown:
             raise SystemExit(f"error: unknown model(s) {', '.join(unknown)}; valid: {', '.join(MODELS)}")
         return [(name, seed) for seed in args.seeds for name in args.only]
-    tasks = [(name, 1) for name in (*FIRST_PASS, *triggered(args))]
+    fired = triggered(args)
+    tasks = [(name, 1) for name in (*FIRST_PASS, *(n for n in fired if IF_FAILS[n] not in LATER))]
     headline = list(HEADLINE)
     finished = {}
     for name in MODELS:
@@ -775,7 +794,9 @@ def plan(args: argparse.Namespace) -> list[tuple[str, int]]:
         headline.append(max(finished, key=finished.get))
     for seed in HEADLINE_SEEDS[1:]:
         tasks += [(name, seed) for name in dict.fromkeys(headline)]
-    tasks += [(name, 1) for name in LATER if (name, 1) not in tasks]
+    tasks += [
+        (name, 1) for name in (*LATER, *(n for n in fired if IF_FAILS[n] in LATER)) if (name, 1) not in tasks
+    ]
     others = [name for name, seed in tasks if seed == 1 and (name, SECOND_SEED) not in tasks]
     return tasks + [(name, SECOND_SEED) for name in sorted(others, key=_applications)]
 
@@ -819,6 +840,41 @@ def too_late(name: str, seed: int, args: argparse.Namespace, end: float) -> str:
     return ""
 
 
+def prepare(name: str, seed: int, args: argparse.Namespace) -> str:
+    """Give NAME's run with SEED its directory and the study's settings.json; why it cannot run ("" when it can):
+    its directory holds a run with other settings, or (without `--reuse`) any run."""
+    here = run_dir(name, seed, args)
+    saved = _read_json(here / "settings.json")
+    if saved is not None and saved != settings(args):
+        changed = sorted(k for k in settings(args) if saved.get(k) != settings(args)[k])
+        return f"{here} was run with other settings ({', '.join(changed)}); delete it"
+    if saved is not None and not args.reuse:
+        return f"{here} exists; pass --reuse to continue it, or delete it"
+    here.mkdir(parents=True, exist_ok=True)
+    _write_json(here / "settings.json", settings(args))
+    return ""
+
+
+def replan(
+    args: argparse.Namespace, todo: list[tuple[str, int]], begun: set[tuple[str, int]]
+) -> list[tuple[str, int]]:
+    """The runs still to start after a run ended: `plan()` again (a finished run may trigger an IF_FAILS row or
+    become the best deep row), without the runs begun this sitting or finished, in the new plan's order; the
+    re-trainings (runs in TODO with a record) stay last. A run new to the plan is `prepare`d, or skipped with the
+    reason printed."""
+    retrain = [run for run in todo if record_path(*run, args).exists()]
+    fresh = [run for run in plan(args) if run not in begun and not record_path(*run, args).exists()]
+    out = []
+    for name, seed in fresh:
+        if (name, seed) not in todo:
+            if why := prepare(name, seed, args):
+                print(f"[{name} seed {seed}] not started: {why}", flush=True)
+                continue
+            print(f"[{name} seed {seed}] added to the plan by the runs finished so far", flush=True)
+        out.append((name, seed))
+    return out + retrain
+
+
 def start_worker(name: str, seed: int, args: argparse.Namespace) -> subprocess.Popen:
     """NAME's run with SEED in its own process: one thread, nice 19, its output appended to its train.log."""
     log = open(run_dir(name, seed, args) / "train.log", "a")  # noqa: SIM115 - closed with the process
@@ -853,23 +909,18 @@ def orchestrate(args: argparse.Namespace) -> None:
             continue
         todo.append((name, seed))
     for name, seed in todo + retrain:
-        here = run_dir(name, seed, args)
-        saved = _read_json(here / "settings.json")
-        if saved is not None and saved != settings(args):
-            changed = sorted(k for k in settings(args) if saved.get(k) != settings(args)[k])
-            raise SystemExit(f"error: {here} was run with other settings ({', '.join(changed)}); delete it")
-        if saved is not None and not args.reuse:
-            raise SystemExit(f"error: {here} exists; pass --reuse to continue it, or delete it")
-        here.mkdir(parents=True, exist_ok=True)
-        _write_json(here / "settings.json", settings(args))
+        if why := prepare(name, seed, args):
+            raise SystemExit(f"error: {why}")
     todo += retrain
     end = deadline(args.until) if args.until else None
     running: list[tuple[str, int, subprocess.Popen]] = []
     failed: list[str] = []
+    begun: set[tuple[str, int]] = set()
     last_status = 0.0
     while todo or running:
         while todo and len(running) < args.jobs:
             name, seed = todo.pop(0)
+            begun.add((name, seed))
             late = end is not None and too_late(name, seed, args, end)
             if late:
                 print(f"[{name} seed {seed}] not started: {late}", flush=True)
@@ -897,6 +948,7 @@ def orchestrate(args: argparse.Namespace) -> None:
                 print(f"[{name} seed {seed}] exit {proc.returncode} (log: {log_path})", flush=True)
                 if proc.returncode:
                     failed.append(f"{name} seed {seed}")
+                todo = replan(args, todo, begun | {(n, s) for n, s, _ in running})
     if failed:
         print(f"failed: {', '.join(failed)}", flush=True)
 

@@ -200,9 +200,11 @@ def progress(
     paragraph."""
     finished = [(n, r["seed"]) for n, recs in records.items() for r in recs]
     done = set(finished)
-    first_pass = [*study.FIRST_PASS, *(n for n in study.IF_FAILS if (n, 1) in planned)]
+    fired = [n for n in study.IF_FAILS if (n, 1) in planned]
+    first_pass = [*study.FIRST_PASS, *(n for n in fired if study.IF_FAILS[n] not in study.LATER)]
+    rest = [*study.LATER, *(n for n in fired if study.IF_FAILS[n] in study.LATER)]
     first = [n for n in first_pass if any(r["seed"] == 1 for r in records.get(n, []))]
-    later = [n for n in study.LATER if any(r["seed"] == 1 for r in records.get(n, []))]
+    later = [n for n in rest if any(r["seed"] == 1 for r in records.get(n, []))]
     headline = {n for n, s in planned if s == max(study.HEADLINE_SEEDS)}  # the rows planned with every seed
     extra = [(n, s) for n, s in planned if s != 1 and n in headline]
     extra_done = [run for run in extra if run in done]
@@ -216,7 +218,7 @@ def progress(
         f"**Progress.** {len(finished)} runs finished: the first pass (seed 1) has {len(first)} of "
         f"{len(first_pass)} rows, the headline rows' extra seeds {len(extra_done)} of {len(extra)}"
         f"{' (' + ', '.join(f'{n} seed {s}' for n, s in extra_done) + ')' if extra_done else ''}, "
-        f"the rest (36-6 and the DS-Init dropout control, seed 1) {len(later)} of {len(study.LATER)}, a second "
+        f"the rest (36-6 and the controls, seed 1) {len(later)} of {len(rest)}, a second "
         f"seed of every other row {sum(run in done for run in second)} of {len(second)}. "
     )
     tail = ""

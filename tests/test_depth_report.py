@@ -262,6 +262,82 @@ def test_the_dsinit_dropout_control_changes_only_the_dropouts(tmp_path: Path, mo
     assert by_name(verdicts, "dsinit-matt-18-6-low-dropout", "post-6-6")["verdict"] == "holds"
 
 
+def test_the_admin_lr_control_runs_only_where_admin_36_6_fails(tmp_path: Path, monkeypatch) -> None:
+    """ADMIN 36-6 reading the source: the lower-lr control is not planned and its claim is not run; ADMIN 36-6
+    stopped reading it: the control runs after the LATER rows (not in the first pass), with only the peak lr
+    changed, and has its own claim against post-6-6."""
+    study = report.study
+    monkeypatch.setattr(study, "RECORDS", tmp_path / "records")
+    a = args(epochs=5)
+    control, admin = study.MODELS["admin-36-6-low-lr"], study.MODELS["admin-36-6"]
+    assert (control.variant, control.recipe, control.fields) == (admin.variant, admin.recipe, admin.fields)
+    (options, _), (paper, _) = study._recipe("admin-36-6-low-lr", a), study._recipe("admin-36-6", a)
+    assert {k: v for k, v in options.items() if paper[k] != v} == {"learning_rate": 5e-4}
+    assert paper["learning_rate"] == 1e-3
+    recs = {
+        "post-6-6": [record("post-6-6", 1, 0.3, src=2.6)],
+        "post-36-6": [record("post-36-6", 1, 0.6, src=0.1)],
+        "admin-36-6": [record("admin-36-6", 1, 0.3, src=2.4)],
+    }
+    for name, (rec,) in recs.items():
+        study._write_json(study.record_path(name, 1, a), rec)
+    assert ("admin-36-6-low-lr", 1) not in study.plan(a)
+    verdicts, _ = report.claim_verdicts(recs, n_samples=N_SAMPLES)
+    skipped = by_name(verdicts, "admin-36-6-low-lr", "post-6-6")
+    assert skipped["verdict"] == "cannot be tested at this scale"
+    assert "admin-36-6 does not fail (it reads the source: src 2.40 nats)" in skipped["why"]
+
+    recs["admin-36-6"] = [record("admin-36-6", 1, 0.6, src=0.1)]
+    study._write_json(study.record_path("admin-36-6", 1, a), recs["admin-36-6"][0])
+    planned = study.plan(a)
+    seed_1 = [n for n, s in planned if s == 1]
+    assert seed_1[: len(study.FIRST_PASS)] == list(study.FIRST_PASS)
+    assert seed_1[-len(study.LATER) - 1 :] == [*study.LATER, "admin-36-6-low-lr"]
+    assert ("admin-36-6-low-lr", study.SECOND_SEED) in planned
+    assert "the rest (36-6 and the controls, seed 1) 2 of 5" in pricing.progress(planned, recs, [])
+    recs["admin-36-6-low-lr"] = [record("admin-36-6-low-lr", 1, 0.2, src=2.5)]
+    verdicts, _ = report.claim_verdicts(recs, n_samples=N_SAMPLES)
+    assert by_name(verdicts, "admin-36-6", "post-36-6")["verdict"] == "does not hold"
+    assert by_name(verdicts, "admin-36-6-low-lr", "post-6-6")["verdict"] == "holds"
+
+
+def test_a_run_that_ends_replans_the_sitting(tmp_path: Path, monkeypatch) -> None:
+    """When a run ends the orchestrator plans again, so a row its result adds (an IF_FAILS row, a new best deep
+    row) starts in the same sitting; a run begun this sitting is not started twice."""
+    import subprocess
+    import time
+
+    study = report.study
+    monkeypatch.setattr(study, "RUNS", tmp_path / "runs")
+    monkeypatch.setattr(study, "RECORDS", tmp_path / "records")
+    monkeypatch.setattr(study, "multi30k_dir", lambda: tmp_path)
+    monkeypatch.setattr(study, "multi30k_tokenizer", lambda vocab_size: None)
+    sleep = time.sleep
+    monkeypatch.setattr(study.time, "sleep", lambda seconds: sleep(0.05))
+    a = argparse.Namespace(**{**vars(args()), "until": None, "kept": False, "reuse": False, "jobs": 1})
+    a.status_every, a.seeds = 300.0, [1]
+
+    def plan(_: argparse.Namespace) -> list[tuple[str, int]]:
+        base = [("admin-36-6", 1), ("pre-18-6", 1)]
+        return base + [("admin-36-6-low-lr", 1)] * study.record_path("admin-36-6", 1, a).exists()
+
+    started: list[str] = []
+
+    def start_worker(name: str, seed: int, _: argparse.Namespace) -> subprocess.Popen:
+        started.append(name)
+        if name == "admin-36-6":  # it finishes and fails; pre-18-6 exits without a record (it crashed)
+            study._write_json(study.record_path(name, seed, a), record(name, seed, 0.6, src=0.1))
+        return subprocess.Popen(["true"])
+
+    monkeypatch.setattr(study, "plan", plan)
+    monkeypatch.setattr(study, "start_worker", start_worker)
+    study.orchestrate(a)
+    assert started == ["admin-36-6", "pre-18-6", "admin-36-6-low-lr"]
+    assert json.loads(
+        (study.run_dir("admin-36-6-low-lr", 1, a) / "settings.json").read_text()
+    ) == study.settings(a)
+
+
 def test_every_row_gets_a_second_seed_last_cheapest_first(tmp_path: Path, monkeypatch) -> None:
     """After the headline seeds and the LATER rows, every row with only seed 1 gets seed 2, ordered by layer
     applications × decoder passes (the 6-12 with CAD + CRT, four passes, last); the headline rows get no
