@@ -115,6 +115,13 @@ def by_name(verdicts: list[dict], system: str, baseline: str) -> dict:
     return next(v for v in verdicts if v["system"] == system and v["baseline"] == baseline)
 
 
+def write_records(recs: dict[str, list[dict]], a: argparse.Namespace) -> None:
+    """Commit RECS as the study's finished runs (under the monkeypatched RECORDS)."""
+    for name, runs in recs.items():
+        for rec in runs:
+            report.study._write_json(report.study.record_path(name, rec["seed"], a), rec)
+
+
 @pytest.fixture(scope="module")
 def records() -> dict[str, list[dict]]:
     """ADMIN's trio with three seeds each: post-6-6 and ADMIN 18-6 train, default post-LN 18-6 is clearly worse."""
@@ -213,8 +220,7 @@ def test_the_deeper_decoder_runs_only_where_its_plain_twin_collapses(tmp_path: P
         "deep-decoder-6-12-plain": [record("deep-decoder-6-12-plain", 1, 0.3, src=2.5)],
         "deep-decoder-6-24-plain": [record("deep-decoder-6-24-plain", 1, 0.3, src=2.4)],
     }
-    for name, (rec,) in recs.items():
-        study._write_json(study.record_path(name, 1, a), rec)
+    write_records(recs, a)
     assert ("deep-decoder-6-24", 1) not in study.plan(a)
     verdicts, _ = report.claim_verdicts(recs, n_samples=N_SAMPLES)
     twin = by_name(verdicts, "deep-decoder-6-24", "deep-decoder-6-24-plain")
@@ -225,7 +231,7 @@ def test_the_deeper_decoder_runs_only_where_its_plain_twin_collapses(tmp_path: P
     assert "pre-6-6 2.60, deep-decoder-6-12-plain 2.50, deep-decoder-6-24-plain 2.40" in no_collapse["why"]
 
     recs["deep-decoder-6-24-plain"] = [record("deep-decoder-6-24-plain", 1, 0.3, src=0.2)]
-    study._write_json(study.record_path("deep-decoder-6-24-plain", 1, a), recs["deep-decoder-6-24-plain"][0])
+    write_records(recs, a)
     planned = study.plan(a)
     first = len(study.FIRST_PASS)
     assert planned[: first + 1] == [*((n, 1) for n in study.FIRST_PASS), ("deep-decoder-6-24", 1)]
@@ -279,8 +285,7 @@ def test_the_admin_lr_control_runs_only_where_admin_36_6_fails(tmp_path: Path, m
         "post-36-6": [record("post-36-6", 1, 0.6, src=0.1)],
         "admin-36-6": [record("admin-36-6", 1, 0.3, src=2.4)],
     }
-    for name, (rec,) in recs.items():
-        study._write_json(study.record_path(name, 1, a), rec)
+    write_records(recs, a)
     assert ("admin-36-6-low-lr", 1) not in study.plan(a)
     verdicts, _ = report.claim_verdicts(recs, n_samples=N_SAMPLES)
     skipped = by_name(verdicts, "admin-36-6-low-lr", "post-6-6")
@@ -288,7 +293,7 @@ def test_the_admin_lr_control_runs_only_where_admin_36_6_fails(tmp_path: Path, m
     assert "admin-36-6 does not fail (it reads the source: src 2.40 nats)" in skipped["why"]
 
     recs["admin-36-6"] = [record("admin-36-6", 1, 0.6, src=0.1)]
-    study._write_json(study.record_path("admin-36-6", 1, a), recs["admin-36-6"][0])
+    write_records(recs, a)
     planned = study.plan(a)
     seed_1 = [n for n, s in planned if s == 1]
     assert seed_1[: len(study.FIRST_PASS)] == list(study.FIRST_PASS)
