@@ -781,8 +781,8 @@ def plan(args: argparse.Namespace) -> list[tuple[str, int]]:
         if unknown:
             raise SystemExit(f"error: unknown model(s) {', '.join(unknown)}; valid: {', '.join(MODELS)}")
         return [(name, seed) for seed in args.seeds for name in args.only]
-    fired = triggered(args)
-    tasks = [(name, 1) for name in (*FIRST_PASS, *(n for n in fired if IF_FAILS[n] not in LATER))]
+    first_pass, rest = stages(triggered(args))
+    tasks = [(name, 1) for name in first_pass]
     headline = list(HEADLINE)
     finished = {}
     for name in MODELS:
@@ -794,11 +794,16 @@ def plan(args: argparse.Namespace) -> list[tuple[str, int]]:
         headline.append(max(finished, key=finished.get))
     for seed in HEADLINE_SEEDS[1:]:
         tasks += [(name, seed) for name in dict.fromkeys(headline)]
-    tasks += [
-        (name, 1) for name in (*LATER, *(n for n in fired if IF_FAILS[n] in LATER)) if (name, 1) not in tasks
-    ]
+    tasks += [(name, 1) for name in rest if (name, 1) not in tasks]
     others = [name for name, seed in tasks if seed == 1 and (name, SECOND_SEED) not in tasks]
     return tasks + [(name, SECOND_SEED) for name in sorted(others, key=_applications)]
+
+
+def stages(fired: Sequence[str]) -> tuple[list[str], list[str]]:
+    """(the first pass, the rest) with the FIRED IF_FAILS rows: each joins the stage of the row it names (the
+    first pass, or LATER)."""
+    first_pass = [*FIRST_PASS, *(n for n in fired if IF_FAILS[n] not in LATER)]
+    return first_pass, [*LATER, *(n for n in fired if IF_FAILS[n] in LATER)]
 
 
 def _applications(name: str) -> int:
@@ -859,7 +864,7 @@ def replan(
     args: argparse.Namespace, todo: list[tuple[str, int]], begun: set[tuple[str, int]]
 ) -> list[tuple[str, int]]:
     """The runs still to start after a run ended: `plan()` again (a finished run may trigger an IF_FAILS row or
-    become the best deep row), without the runs begun this sitting or finished, in the new plan's order; the
+    become the best deep row), without the runs BEGUN this sitting (running, ended or skipped) or finished, in the new plan's order; the
     re-trainings (runs in TODO with a record) stay last. A run new to the plan is `prepare`d, or skipped with the
     reason printed."""
     retrain = [run for run in todo if record_path(*run, args).exists()]
@@ -948,7 +953,7 @@ def orchestrate(args: argparse.Namespace) -> None:
                 print(f"[{name} seed {seed}] exit {proc.returncode} (log: {log_path})", flush=True)
                 if proc.returncode:
                     failed.append(f"{name} seed {seed}")
-                todo = replan(args, todo, begun | {(n, s) for n, s, _ in running})
+                todo = replan(args, todo, begun)
     if failed:
         print(f"failed: {', '.join(failed)}", flush=True)
 

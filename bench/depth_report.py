@@ -867,11 +867,12 @@ def build_report(
         "## Settings",
         settings_markdown(settings, rows, args),
     ]
-    if pilot and pilot["rows"]:
+    budget = pilot["conclusion"] if pilot and pilot["rows"] else None
+    if budget:
+        page = f"{_output_name('depth_multi30k_pilot', args)}.md"
         markdown.append(
-            f"**The budget.** {args.epochs} epochs, from the budget pilot "
-            f"([{_output_name('depth_multi30k_pilot', args)}.md]({_output_name('depth_multi30k_pilot', args)}.md): "
-            f"the 6-6 rows trained at several budgets, each its own annealed run). {pilot['conclusion']}"
+            f"**The budget.** {args.epochs} epochs, from the budget pilot ([{page}]({page}): the 6-6 rows trained "
+            f"at several budgets, each its own annealed run). {budget}"
         )
     if differing:
         markdown.append(
@@ -911,7 +912,7 @@ def build_report(
         "claims": verdicts,
         "not_finished": left,
         "weights_lost": list(lost),
-        "budget_pilot": pilot["conclusion"] if pilot and pilot["rows"] else None,
+        "budget_pilot": budget,
     }
     return "\n\n".join(markdown), payload
 
