@@ -21,13 +21,13 @@ from depth_report import (
     SLOPE_EPOCHS,
     _cell,
     _output_name,
-    _per_epoch,
     budgets,
     colour,
     line_style,
     load_records,
     row_summary,
 )
+from paper_curves import per_epoch
 
 GAP_STABLE = (
     1.0  # BLEU: a budget is long enough when the next one moves no pilot difference between rows more
@@ -124,7 +124,7 @@ def pilot_plot(summary: dict[str, dict[int, dict[str, Any]]], by_budget: dict, p
     styles = ("-", "--", ":", "-.")
     for name, per in summary.items():
         for i, e in enumerate(sorted(per)):
-            epochs, mean, low, high = _per_epoch(by_budget[e][name], "valid_loss")
+            epochs, mean, low, high = per_epoch(by_budget[e][name], "valid_loss")
             style = {**line_style(name), "linestyle": styles[i % len(styles)]}
             loss.plot(epochs, mean, **style, label=f"{name} e{e}")
             loss.fill_between(epochs, low, high, color=style["color"], alpha=0.15, linewidth=0)

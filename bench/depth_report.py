@@ -5,7 +5,8 @@ with `--quick` the smoke-test records) and writes bench/results/depth_multi30k.{
 depth_multi30k.quick.*): progress, settings, the table (mean ± sd over seeds), the claims with the paper's own
 number beside each verdict, every comparison's paired bootstrap over seeds and sentences with Holm's correction
 across all of them, what is not finished and its CPU cost (depth_pricing.py); depth_multi30k_claims.png is the
-claims' forest plot (claims_plot.py). The budget pilot the study's budget was chosen from is depth_pilot.py.
+claims' forest plot (claims_plot.py), depth_multi30k_papers.png each paper's rows' curves, one panel a paper
+(paper_curves.py). The budget pilot the study's budget was chosen from is depth_pilot.py.
 
 The functions between loading and writing are pure (records in, numbers and text out), so
 tests/test_depth_report.py runs them on synthetic records.
@@ -38,6 +39,7 @@ from depth_pricing import (
     remaining,
     started_runs,
 )
+from paper_curves import paper_curves, paper_rows, per_epoch
 
 from deep_nmt_hf.significance import holm, seeded_paired_bootstrap
 
@@ -968,25 +970,6 @@ def line_style(name: str) -> dict[str, Any]:
     return {"color": colour(name), "marker": marker, "markersize": 4, "linestyle": linestyle}
 
 
-def _per_epoch(
-    records: Sequence[dict[str, Any]], key: str
-) -> tuple[list[float], list[float], list[float], list[float]]:
-    """(epochs, mean, min, max) of history[key] over seeds, epoch by epoch (seeds that have the epoch)."""
-    by_epoch: dict[float, list[float]] = {}
-    for r in records:
-        for e in r.get("history") or []:
-            value = e.get(key)
-            if value is not None and math.isfinite(value):
-                by_epoch.setdefault(float(e["epoch"]), []).append(float(value))
-    epochs = sorted(by_epoch)
-    return (
-        epochs,
-        [statistics.fmean(by_epoch[e]) for e in epochs],
-        [min(by_epoch[e]) for e in epochs],
-        [max(by_epoch[e]) for e in epochs],
-    )
-
-
 def plot(records: dict[str, list[dict[str, Any]]], path: Path, title: str) -> None:
     """Validation loss per epoch (mean over seeds, min-max shaded), learning rate per epoch (the anneal),
     validation BLEU against cumulative training CPU-hours, mean gradient norm per epoch."""
@@ -998,12 +981,12 @@ def plot(records: dict[str, list[dict[str, Any]]], path: Path, title: str) -> No
     fig, ((loss, rate), (cost, norm)) = plt.subplots(2, 2, figsize=(13, 9))
     for name, recs in records.items():
         style = {**line_style(name), "label": f"{name} ({len(recs)})"}
-        epochs, mean, low, high = _per_epoch(recs, "valid_loss")
+        epochs, mean, low, high = per_epoch(recs, "valid_loss")
         loss.plot(epochs, mean, **style)
         loss.fill_between(epochs, low, high, color=style["color"], alpha=0.2, linewidth=0)
-        epochs, mean, _, _ = _per_epoch(recs, "learning_rate")
+        epochs, mean, _, _ = per_epoch(recs, "learning_rate")
         rate.plot(epochs, mean, **style)
-        epochs, mean, _, _ = _per_epoch(recs, "grad_norm")
+        epochs, mean, _, _ = per_epoch(recs, "grad_norm")
         norm.plot(epochs, mean, **style)
         hours: dict[int, list[float]] = {}
         bleu: dict[int, list[float]] = {}
@@ -1091,5 +1074,17 @@ def report(args: argparse.Namespace) -> None:
             CLOSE_MARGIN,
         )
         markdown += f"\n\n![every claim: measured Δ BLEU with its 95% CI, the paper's Δ, the verdict]({name}_claims.png)"
+        paper_curves(
+            records,
+            paper_rows(payload["claims"]),
+            RESULTS / f"{name}_papers.png",
+            f"Per paper, the rows its claims compare: validation BLEU per epoch, {args.epochs} annealed epochs "
+            "(mean over seeds, min-max shaded)",
+            SHORT,
+            line_style,
+        )
+        markdown += (
+            f"\n\n![per paper: validation BLEU per epoch of the rows its claims compare]({name}_papers.png)"
+        )
     write_results(name, payload, markdown)
     print(markdown)

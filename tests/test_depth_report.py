@@ -732,3 +732,31 @@ def test_a_run_whose_weights_were_lost_is_retrained_last_and_keeps_its_first_num
     rerun = report.rerun_markdown({"post-6-6": [{**first, "first_run": again["first_run"]}]})
     bleu = first["test"]["averaged"]["bleu"]
     assert f"post-6-6 seed 1: averaged test BLEU {bleu:.2f} (first run {bleu:.2f})" in rerun
+
+
+def test_the_paper_curves_panel_each_paper_with_the_rows_its_claims_compare(
+    records: dict, tmp_path: Path
+) -> None:
+    """paper_curves: a panel a paper holding exactly the rows its claims compare that have records, each the mean
+    of its seeds' validation BLEU per epoch."""
+    import paper_curves
+
+    with_bleu = {
+        name: [
+            {**r, "history": [{**e, "valid_bleu": 10.0 * r["seed"] + e["epoch"]} for e in r["history"]]}
+            for r in recs
+        ]
+        for name, recs in records.items()
+    }
+    verdicts, _ = report.claim_verdicts(with_bleu, n_samples=N_SAMPLES)
+    groups = paper_curves.paper_rows(verdicts)
+    assert list(groups) == list(report.PAPERS)
+    assert groups["admin"][:4] == ["post-18-6", "post-6-6", "post-36-6", "admin-18-6"]
+    assert "admin-36-6-low-lr" in groups["admin"] and "pre-18-6" in groups["admin"]
+    assert groups["marian"] == ["admin-18-6", "marian-6-6"]  # the best deep row, resolved from the records
+    path = tmp_path / "papers.png"
+    drawn = paper_curves.paper_curves(with_bleu, groups, path, "curves", report.SHORT, report.line_style)
+    assert list(drawn["admin"]) == ["post-18-6", "post-6-6", "admin-18-6"]  # the rows with records
+    assert drawn["dlcl"] == {"post-18-6": drawn["admin"]["post-18-6"]}
+    assert drawn["admin"]["admin-18-6"] == [20.0 + e for e in range(1, 6)]  # seeds 1-3: 11, 21, 31 at epoch 1
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
