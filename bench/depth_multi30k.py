@@ -958,7 +958,8 @@ def orchestrate(args: argparse.Namespace) -> None:
         print(f"failed: {', '.join(failed)}", flush=True)
 
 
-def main() -> None:
+def build_parser() -> argparse.ArgumentParser:
+    """The study's command line (its defaults are the study's settings; the tests build their arguments from it)."""
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -1019,7 +1020,11 @@ def main() -> None:
     parser.add_argument("--average", type=int, default=5, help="epoch checkpoints averaged")
     parser.add_argument("--status-every", type=float, default=300.0, help="seconds between status lines")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
-    args = parser.parse_args()
+    return parser
+
+
+def main() -> None:
+    args = build_parser().parse_args()
     if args.quick:
         args.d_model, args.epochs, args.max_train_samples = 32, 2, 1000
         args.valid_sentences, args.max_test_samples, args.average = 40, 40, 2

@@ -29,22 +29,8 @@ N_SAMPLES = 200  # enough for the rules; the bootstrap itself is tested in test_
 
 
 def args(epochs: int = 5) -> argparse.Namespace:
-    return argparse.Namespace(
-        epochs=epochs,
-        schedule="linear",
-        warmup_scale=0.1,
-        patience=0,
-        d_model=64,
-        vocab_size=4000,
-        max_tokens=1536,
-        max_length=64,
-        max_train_samples=None,
-        valid_sentences=500,
-        max_test_samples=None,
-        average=5,
-        quick=False,
-        only=None,
-    )
+    """The study's default command line with `epochs`."""
+    return report.study.build_parser().parse_args(["--epochs", str(epochs)])
 
 
 def record(

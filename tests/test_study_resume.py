@@ -57,21 +57,9 @@ def tiny_study(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> argparse.Name
     tokenizer = train_tokenizer(texts, vocab_size=80)
     monkeypatch.setattr(study, "multi30k_tokenizer", lambda vocab_size: tokenizer)
     monkeypatch.setattr(study, "multi30k_pairs", lambda split, limit=None: splits[split][:limit])
-    return argparse.Namespace(
-        epochs=3,
-        schedule="linear",
-        warmup_scale=0.001,
-        patience=0,
-        d_model=16,
-        vocab_size=80,
-        max_tokens=96,
-        max_length=16,
-        max_train_samples=None,
-        valid_sentences=12,
-        max_test_samples=12,
-        average=2,
-        quick=False,
-    )
+    options = "--epochs 3 --warmup-scale 0.001 --d-model 16 --vocab-size 80 --max-tokens 96 --max-length 16 "
+    options += "--valid-sentences 12 --max-test-samples 12 --average 2"
+    return study.build_parser().parse_args(options.split())
 
 
 @pytest.mark.parametrize("name", ["post-6-6", "admin-18-6"])
