@@ -209,3 +209,48 @@ def tokenized_batches(
         enc["labels"] = enc["labels"].masked_fill(enc["labels"] == tokenizer.pad_token_id, -100)
         batches.append(dict(enc))
     return batches
+
+
+def pairs_dataset(pairs: Sequence[tuple[str, str]], src: str = "en", tgt: str = "de") -> Any:
+    """(source, target) pairs as a `datasets.Dataset` with the `translation` column run_translation.py reads."""
+    import datasets
+
+    return datasets.Dataset.from_dict({"translation": [{src: s, tgt: t} for s, t in pairs]})
+
+
+def study_trainer(
+    model: Any,
+    training_args: Any,
+    tokenizer: Any,
+    train_dataset: Any,
+    callbacks: list[Any],
+    seed: int,
+    label_smoothing: float,
+    **kwargs: Any,
+) -> Any:
+    """A DeepNMTTrainer for a Multi30k study's model. Stock MarianMTModel computes its loss without label
+    smoothing, so it trains on `collapse_losses.token_cross_entropy` with `label_smoothing` (our variants smooth in
+    their own loss, `config.label_smoothing`); an ADMIN model gets `AdminProfilingCallback(seed=seed)` after
+    `callbacks` (ω profiled on the first training batch). `kwargs` go to the trainer (eval set, max_tokens, ...)."""
+    from transformers import DataCollatorForSeq2Seq, MarianMTModel
+
+    from deep_nmt_hf.admin import AdminProfilingCallback
+    from deep_nmt_hf.collapse_losses import token_cross_entropy
+    from deep_nmt_hf.training import DeepNMTTrainer
+
+    if getattr(model.config, "residual_scaling", None) == "admin":
+        callbacks = [*callbacks, AdminProfilingCallback(seed=seed)]
+
+    def smoothed_loss(outputs: Any, labels: Any, num_items_in_batch: Any = None) -> Any:
+        return token_cross_entropy(outputs["logits"], labels, label_smoothing)
+
+    return DeepNMTTrainer(
+        model=model,
+        args=training_args,
+        train_dataset=train_dataset,
+        processing_class=tokenizer,
+        data_collator=DataCollatorForSeq2Seq(tokenizer, model=model, label_pad_token_id=-100),
+        callbacks=callbacks,
+        compute_loss_func=smoothed_loss if isinstance(model, MarianMTModel) else None,
+        **kwargs,
+    )

@@ -86,6 +86,8 @@ from common import (
     multi30k_dir,
     multi30k_pairs,
     multi30k_tokenizer,
+    pairs_dataset,
+    study_trainer,
 )
 from quality_multi30k import model_from_fields
 
@@ -384,27 +386,12 @@ def _epoch_checkpoints(trainer_dir: Path) -> list[tuple[float, Path]]:
 def train_model(name: str, seed: int, args: argparse.Namespace) -> None:
     """Train (or resume) one model epoch by epoch to the end of the annealed budget, then score its best and
     averaged checkpoints on test."""
-    import datasets
     import torch
-    from transformers import (
-        DataCollatorForSeq2Seq,
-        MarianMTModel,
-        Seq2SeqTrainingArguments,
-        TrainerCallback,
-        set_seed,
-    )
+    from transformers import Seq2SeqTrainingArguments, TrainerCallback, set_seed
 
-    from deep_nmt_hf.admin import AdminProfilingCallback
-    from deep_nmt_hf.collapse_losses import token_cross_entropy
     from deep_nmt_hf.length_penalty import set_length_penalty
     from deep_nmt_hf.optimizers import optimizer_cls_and_kwargs
-    from deep_nmt_hf.training import (
-        DeepNMTTrainer,
-        DivergenceCallback,
-        nmt_recipe,
-        tokenize_dataset,
-        translate,
-    )
+    from deep_nmt_hf.training import DivergenceCallback, nmt_recipe, tokenize_dataset, translate
     from deep_nmt_hf.training.metrics import compute_translation_metrics
 
     torch.set_num_threads(1)
@@ -427,10 +414,6 @@ def train_model(name: str, seed: int, args: argparse.Namespace) -> None:
     model.generation_config.num_beams = options["num_beams"]
     model.generation_config.max_length = args.max_length + 1
     set_length_penalty(model.generation_config, options["length_penalty"], options["length_penalty_form"])
-    is_marian = isinstance(model, MarianMTModel)
-
-    def pairs_dataset(pairs: list[tuple[str, str]]) -> datasets.Dataset:
-        return datasets.Dataset.from_dict({"translation": [{"en": s, "de": t} for s, t in pairs]})
 
     train_pairs = multi30k_pairs("train", limit=args.max_train_samples)
     valid_pairs = multi30k_pairs("val", limit=args.valid_sentences)
@@ -512,22 +495,15 @@ def train_model(name: str, seed: int, args: argparse.Namespace) -> None:
         disable_tqdm=True,
         dataloader_num_workers=0,
     )
-    callbacks: list[Any] = [EpochRecord(), divergence]
-    if getattr(model.config, "residual_scaling", None) == "admin":
-        callbacks.append(AdminProfilingCallback(seed=seed))
-
-    def smoothed_loss(outputs: Any, labels: Any, num_items_in_batch: Any = None) -> Any:
-        return token_cross_entropy(outputs["logits"], labels, options["label_smoothing"])
-
-    trainer = DeepNMTTrainer(
-        model=model,
-        args=training_args,
-        train_dataset=train_tokens,
+    trainer = study_trainer(
+        model,
+        training_args,
+        tokenizer,
+        train_tokens,
+        [EpochRecord(), divergence],
+        seed,
+        options["label_smoothing"],
         eval_dataset=valid_tokens,
-        processing_class=tokenizer,
-        data_collator=DataCollatorForSeq2Seq(tokenizer, model=model, label_pad_token_id=-100),
-        callbacks=callbacks,
-        compute_loss_func=smoothed_loss if is_marian else None,
         max_tokens=args.max_tokens,
         optimizer_cls_and_kwargs=optimizer_cls_and_kwargs(
             options["optimizer"],

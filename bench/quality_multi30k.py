@@ -38,6 +38,8 @@ from common import (
     multi30k_dir,
     multi30k_pairs,
     multi30k_tokenizer,
+    pairs_dataset,
+    study_trainer,
     write_results,
 )
 
@@ -115,20 +117,10 @@ def model_from_fields(variant: str, fields: dict[str, Any], tokenizer, d_model: 
 
 def run_one(args: argparse.Namespace) -> dict[str, Any]:
     """Train one model for the CPU budget, translate and score the test set; return its record."""
-    import datasets
     import torch
-    from transformers import (
-        DataCollatorForSeq2Seq,
-        MarianMTModel,
-        Seq2SeqTrainingArguments,
-        TrainerCallback,
-        set_seed,
-    )
+    from transformers import Seq2SeqTrainingArguments, TrainerCallback, set_seed
 
-    from deep_nmt_hf.admin import AdminProfilingCallback
-    from deep_nmt_hf.collapse_losses import token_cross_entropy
     from deep_nmt_hf.training import (
-        DeepNMTTrainer,
         DivergenceCallback,
         compute_translation_metrics,
         nmt_recipe,
@@ -140,11 +132,11 @@ def run_one(args: argparse.Namespace) -> dict[str, Any]:
     tokenizer = multi30k_tokenizer(args.vocab_size)
     set_seed(args.seed)
     model = build_model(args.worker, tokenizer, args.d_model, args.max_length)
-    is_marian = isinstance(model, MarianMTModel)
 
     train_pairs = multi30k_pairs("train", limit=args.max_train_samples)
-    train_set = datasets.Dataset.from_dict({"translation": [{"en": s, "de": t} for s, t in train_pairs]})
-    train_tokens = tokenize_dataset(train_set, tokenizer, "en", "de", args.max_length, args.max_length)
+    train_tokens = tokenize_dataset(
+        pairs_dataset(train_pairs), tokenizer, "en", "de", args.max_length, args.max_length
+    )
     target_tokens_per_epoch = sum(len(ids) for ids in train_tokens["labels"])
     source_tokens_per_epoch = sum(len(ids) for ids in train_tokens["input_ids"])
 
@@ -185,21 +177,8 @@ def run_one(args: argparse.Namespace) -> dict[str, Any]:
     )
     budget = CPUBudget(args.budget)
     divergence = DivergenceCallback()
-    callbacks = [budget, divergence]
-    if getattr(model.config, "residual_scaling", None) == "admin":
-        callbacks.append(AdminProfilingCallback(seed=args.seed))
-
-    def smoothed_loss(outputs: Any, labels: Any, num_items_in_batch: Any = None) -> Any:
-        return token_cross_entropy(outputs["logits"], labels, 0.1)
-
-    trainer = DeepNMTTrainer(
-        model=model,
-        args=training_args,
-        train_dataset=train_tokens,
-        processing_class=tokenizer,
-        data_collator=DataCollatorForSeq2Seq(tokenizer, model=model, label_pad_token_id=-100),
-        callbacks=callbacks,
-        compute_loss_func=smoothed_loss if is_marian else None,
+    trainer = study_trainer(
+        model, training_args, tokenizer, train_tokens, [budget, divergence], args.seed, label_smoothing=0.1
     )
     wall = time.perf_counter()
     trainer.train()
