@@ -62,7 +62,7 @@ def tiny_study(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> argparse.Name
     return study.build_parser().parse_args(options.split())
 
 
-@pytest.mark.parametrize("name", ["post-6-6", "admin-18-6"])
+@pytest.mark.parametrize("name", ["post-6-6", "admin-18-6", "marian-6-6"])
 def test_a_run_stopped_after_an_epoch_and_resumed_ends_as_one_without_a_stop(
     name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -70,7 +70,7 @@ def test_a_run_stopped_after_an_epoch_and_resumed_ends_as_one_without_a_stop(
     checkpoint is written and then resumed from it. The resumed run neither repeats nor skips an epoch, its
     learning rate continues the annealed schedule, and it ends with the same validation losses (1e-5 nats) and
     the same averaged weights (1e-5) — for ADMIN too, whose profiled ω lives in the checkpoint (the resumed run
-    must not profile again over it)."""
+    must not profile again over it), and for stock Marian, which trains on the study's label-smoothed loss."""
     args = tiny_study(tmp_path, monkeypatch)
     ends, trained = {}, {}
     for how in ("at once", "stopped and resumed"):
