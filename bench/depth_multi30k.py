@@ -2,7 +2,8 @@
 
 Rows (`MODELS`) pair each claim's counterfactual with its claimed model: post-LN 18-6 trained the default way
 against ADMIN 18-6 and DeepNorm 18-6 (and the 36-6 trio; where ADMIN 36-6 fails at the paper's lr, a control at
-a lower peak lr: `IF_FAILS`); post-LN 18-6 against pre-LN 18-6 and pre-LN DLCL 18-6;
+a lower peak lr: `IF_FAILS`, and where that control trains, default post-LN 36-6 at the same lr: `IF_TRAINS`);
+post-LN 18-6 against pre-LN 18-6 and pre-LN DLCL 18-6;
 MAtt 18-6 with and without DS-Init (and, as a control, DS-Init + MAtt with the paper's 6-layer dropouts); a plain
 pre-LN 6-12 decoder against the one with CAD + DDR + ALD, and a plain 6-24 (the 6-24 with CAD + DDR + ALD runs
 only if the plain one collapses: `IF_FAILS`); the shared-layers model against the unshared one with as many layer
@@ -185,6 +186,19 @@ MODELS: dict[str, Row] = {
         "follows the lr of the 12-epoch study's inverse-sqrt schedule (peak 1e-3, warmup 400), under which ADMIN "
         "36-6 trained, over its 12 epochs (4.5e-4 vs 5.2e-4 at epoch 4, 3.1e-4 vs 3.0e-4 at epoch 12)",
     ),
+    # its counterfactual at the same peak lr, run only where that control trains: ADMIN's claim is that ADMIN trains
+    # where default post-LN does not, so where ADMIN 36-6 trains only at 5e-4, default post-LN 36-6 at 5e-4 is the
+    # row it must beat
+    "post-36-6-low-lr": Row(
+        "base",
+        "admin",
+        {**DEEPER, **POST},
+        "post-LN 36-6 at peak lr 5e-4, default training",
+        "post-6-6",
+        options={"learning_rate": 5e-4},
+        why="the counterfactual of admin-36-6-low-lr at its peak lr 5e-4, run only where that control trains: does "
+        "default post-LN 36-6 train at the lower lr too?",
+    ),
     # the deep decoder's claim: a deep decoder ignores the source without CAD + DDR + ALD
     "deep-decoder-6-12-plain": Row(
         "deep_decoder",
@@ -258,6 +272,9 @@ FIRST_PASS = (
 # ADMIN 36-6 at a lower peak lr runs, after the LATER rows, only where ADMIN 36-6 at the paper's lr fails: is the
 # failure ADMIN's at 36 layers, or the annealed schedule's (whose lr stays high longer than inverse-sqrt's)?
 IF_FAILS = {"deep-decoder-6-24": "deep-decoder-6-24-plain", "admin-36-6-low-lr": "admin-36-6"}
+# rows run only where the row they name trains (has a record and does not fail): the lower-lr ADMIN control's
+# counterfactual, default post-LN 36-6 at the same lr
+IF_TRAINS = {"post-36-6-low-lr": "admin-36-6-low-lr"}
 # the rest, after the headline rows' extra seeds: ADMIN's deeper check (the costliest rows, ~1.4x an 18-6 run),
 # then the DS-Init control (why DS-Init + MAtt falls behind post-6-6 at this scale)
 LATER = ("post-36-6", "admin-36-6", "deepnorm-36-6", "dsinit-matt-18-6-low-dropout")
@@ -746,10 +763,10 @@ def status(name: str, seed: int, args: argparse.Namespace) -> str:
 
 def plan(args: argparse.Namespace) -> list[tuple[str, int]]:
     """(row, seed) in the order the study runs them: `--only` × `--seeds` when given; otherwise every row of
-    FIRST_PASS with seed 1 (each claim's counterfactual beside its claimed row) and the IF_FAILS rows whose
-    condition row (of the first pass) failed (`triggered`), then seeds 2 and 3 of the HEADLINE rows and of the
-    best deep row finished so far (highest averaged test BLEU of seed 1), then the LATER rows with seed 1 and the
-    IF_FAILS rows whose condition row (a LATER one) failed, then a second seed of every
+    FIRST_PASS with seed 1 (each claim's counterfactual beside its claimed row) and the conditional rows whose
+    condition (of a first-pass row: IF_FAILS, it failed; IF_TRAINS, it trained) holds (`triggered`), then seeds 2
+    and 3 of the HEADLINE rows and of the best deep row finished so far (highest averaged test BLEU of seed 1),
+    then the LATER rows with seed 1 and the conditional rows that depend on them, then a second seed of every
     other row (SECOND_SEED), cheapest first (fewest layer applications × decoder passes), so that no claim rests
     on one training run. Re-planned at every start: a LATER row that becomes the best gets its seeds then."""
     if args.only:
@@ -775,11 +792,21 @@ def plan(args: argparse.Namespace) -> list[tuple[str, int]]:
     return tasks + [(name, SECOND_SEED) for name in sorted(others, key=_applications)]
 
 
+def condition(name: str) -> str | None:
+    """The row NAME's run depends on (IF_FAILS: it must fail; IF_TRAINS: it must train); None for other rows."""
+    return IF_FAILS.get(name) or IF_TRAINS.get(name)
+
+
+def _later(name: str) -> bool:
+    """Whether NAME belongs to the rest (LATER) rather than the first pass: a conditional row joins the stage of the
+    row it depends on."""
+    return name in LATER or ((row := condition(name)) is not None and _later(row))
+
+
 def stages(fired: Sequence[str]) -> tuple[list[str], list[str]]:
-    """(the first pass, the rest) with the FIRED IF_FAILS rows: each joins the stage of the row it names (the
-    first pass, or LATER)."""
-    first_pass = [*FIRST_PASS, *(n for n in fired if IF_FAILS[n] not in LATER)]
-    return first_pass, [*LATER, *(n for n in fired if IF_FAILS[n] in LATER)]
+    """(the first pass, the rest) with the FIRED conditional rows (IF_FAILS, IF_TRAINS): each joins the stage of
+    the row it depends on (the first pass, or LATER), after it."""
+    return [*FIRST_PASS, *(n for n in fired if not _later(n))], [*LATER, *(n for n in fired if _later(n))]
 
 
 def _applications(name: str) -> int:
@@ -791,13 +818,17 @@ def _applications(name: str) -> int:
 
 
 def triggered(args: argparse.Namespace) -> list[str]:
-    """The IF_FAILS rows whose condition row has a record and fails (depth_report.failure: diverged, or it
-    barely reads the source)."""
+    """The conditional rows whose condition holds: IF_FAILS rows whose row has a record and fails
+    (depth_report.failure: diverged, or it barely reads the source), IF_TRAINS rows whose row has a record and
+    does not fail."""
     from depth_report import failure, load_records, row_summary
 
     records = load_records(records_root(args), args.epochs)
     rows = {name: row_summary(name, recs) for name, recs in records.items()}
-    return [name for name, needed in IF_FAILS.items() if needed in rows and failure(needed, rows)]
+    fails = [name for name, needed in IF_FAILS.items() if needed in rows and failure(needed, rows)]
+    return fails + [
+        name for name, needed in IF_TRAINS.items() if needed in rows and not failure(needed, rows)
+    ]
 
 
 # wall seconds per CPU-second of a worker with a core of its own (nice 19, shared machine)

@@ -292,6 +292,57 @@ def test_the_admin_lr_control_runs_only_where_admin_36_6_fails(tmp_path: Path, m
     assert by_name(verdicts, "admin-36-6-low-lr", "post-6-6")["verdict"] == "holds"
 
 
+def test_the_lr_controls_counterfactual_runs_only_where_the_control_trains(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """Default post-LN 36-6 at the control's peak lr 5e-4 (nothing else changed) runs right after the ADMIN lr
+    control, only where the control trains: then ADMIN 36-6 must beat it at that lr. Where the control fails
+    too, it is not run and the pair's claim does not hold."""
+    study = report.study
+    monkeypatch.setattr(study, "RECORDS", tmp_path / "records")
+    a = args(epochs=5)
+    low, post = study.MODELS["post-36-6-low-lr"], study.MODELS["post-36-6"]
+    assert (low.variant, low.recipe, low.fields, low.baseline) == (
+        post.variant,
+        post.recipe,
+        post.fields,
+        "post-6-6",
+    )
+    (options, _), (paper, _) = study._recipe("post-36-6-low-lr", a), study._recipe("post-36-6", a)
+    assert {k: v for k, v in options.items() if paper[k] != v} == {"learning_rate": 5e-4}
+    recs = {
+        "post-6-6": [record("post-6-6", 1, 0.3, src=2.6)],
+        "post-36-6": [record("post-36-6", 1, 0.6, src=0.1)],
+        "admin-36-6": [record("admin-36-6", 1, 0.6, src=0.1)],
+    }
+    write_records(recs, a)
+    assert ("post-36-6-low-lr", 1) not in study.plan(a)  # the control has no record yet
+
+    recs["admin-36-6-low-lr"] = [record("admin-36-6-low-lr", 1, 0.2, src=2.5)]
+    write_records(recs, a)
+    planned = study.plan(a)
+    seed_1 = [n for n, s in planned if s == 1]
+    assert seed_1[-3:] == [study.LATER[-1], "admin-36-6-low-lr", "post-36-6-low-lr"]
+    assert ("post-36-6-low-lr", study.SECOND_SEED) in planned
+    assert "the rest (36-6 and the controls, seed 1) 3 of 6" in pricing.progress(planned, recs, [])
+    verdicts, _ = report.claim_verdicts(recs, n_samples=N_SAMPLES)
+    assert by_name(verdicts, "admin-36-6-low-lr", "post-36-6-low-lr")["verdict"] == "cannot be tested yet"
+    recs["post-36-6-low-lr"] = [record("post-36-6-low-lr", 1, 0.6, src=0.1)]
+    verdicts, _ = report.claim_verdicts(recs, n_samples=N_SAMPLES)
+    pair = by_name(verdicts, "admin-36-6-low-lr", "post-36-6-low-lr")
+    assert pair["verdict"] == "holds" and pair["why"].startswith("the counterfactual fails")
+
+    del recs["post-36-6-low-lr"]
+    recs["admin-36-6-low-lr"] = [record("admin-36-6-low-lr", 1, 0.6, src=0.1)]
+    write_records(recs, a)
+    assert ("post-36-6-low-lr", 1) not in study.plan(a)
+    verdicts, _ = report.claim_verdicts(recs, n_samples=N_SAMPLES)
+    pair = by_name(verdicts, "admin-36-6-low-lr", "post-36-6-low-lr")
+    assert pair["verdict"] == "does not hold"
+    assert "the claimed row fails: admin-36-6-low-lr barely reads the source" in pair["why"]
+    assert "post-36-6-low-lr is not run" in pair["why"]
+
+
 def test_a_run_that_ends_replans_the_sitting(tmp_path: Path, monkeypatch) -> None:
     """When a run ends the orchestrator plans again, so a row its result adds (an IF_FAILS row, a new best deep
     row) starts in the same sitting; a run begun this sitting is not started twice."""
