@@ -275,6 +275,7 @@ IF_FAILS = {"deep-decoder-6-24": "deep-decoder-6-24-plain", "admin-36-6-low-lr":
 # rows run only where the row they name trains (has a record and does not fail): the lower-lr ADMIN control's
 # counterfactual, default post-LN 36-6 at the same lr
 IF_TRAINS = {"post-36-6-low-lr": "admin-36-6-low-lr"}
+CONDITIONAL = {**IF_FAILS, **IF_TRAINS}  # every conditional row: the row its run depends on
 # the rest, after the headline rows' extra seeds: ADMIN's deeper check (the costliest rows, ~1.4x an 18-6 run),
 # then the DS-Init control (why DS-Init + MAtt falls behind post-6-6 at this scale)
 LATER = ("post-36-6", "admin-36-6", "deepnorm-36-6", "dsinit-matt-18-6-low-dropout")
@@ -792,15 +793,10 @@ def plan(args: argparse.Namespace) -> list[tuple[str, int]]:
     return tasks + [(name, SECOND_SEED) for name in sorted(others, key=_applications)]
 
 
-def condition(name: str) -> str | None:
-    """The row NAME's run depends on (IF_FAILS: it must fail; IF_TRAINS: it must train); None for other rows."""
-    return IF_FAILS.get(name) or IF_TRAINS.get(name)
-
-
 def _later(name: str) -> bool:
     """Whether NAME belongs to the rest (LATER) rather than the first pass: a conditional row joins the stage of the
-    row it depends on."""
-    return name in LATER or ((row := condition(name)) is not None and _later(row))
+    row it depends on (CONDITIONAL)."""
+    return name in LATER or (name in CONDITIONAL and _later(CONDITIONAL[name]))
 
 
 def stages(fired: Sequence[str]) -> tuple[list[str], list[str]]:

@@ -200,7 +200,7 @@ def progress(
     paragraph."""
     finished = [(n, r["seed"]) for n, recs in records.items() for r in recs]
     done = set(finished)
-    first_pass, rest = study.stages([n for n in (*study.IF_FAILS, *study.IF_TRAINS) if (n, 1) in planned])
+    first_pass, rest = study.stages([n for n in study.CONDITIONAL if (n, 1) in planned])
     first = [n for n in first_pass if any(r["seed"] == 1 for r in records.get(n, []))]
     later = [n for n in rest if any(r["seed"] == 1 for r in records.get(n, []))]
     headline = {n for n, s in planned if s == max(study.HEADLINE_SEEDS)}  # the rows planned with every seed

@@ -979,12 +979,12 @@ MARKERS = ("o", "s", "^", "D", "v", "P", "X")
 
 def line_style(name: str) -> dict[str, Any]:
     """Colour by claim family, a marker by place in it; dotted: the 6-6 references, dashed: the counterfactual
-    rows (another row's baseline, or an IF_TRAINS row), solid: the claimed rows."""
+    rows (the baseline a claim measures another row against), solid: the claimed rows."""
     marker = next(
         (MARKERS[names.index(name) % len(MARKERS)] for names in FAMILIES.values() if name in names), "."
     )
     model = study.MODELS.get(name)
-    counterfactual = name in study.IF_TRAINS or any(m.baseline == name for m in study.MODELS.values())
+    counterfactual = any(claim.baseline == name for claim in CLAIMS)
     linestyle = ":" if model is not None and model.baseline is None else "--" if counterfactual else "-"
     return {"color": colour(name), "marker": marker, "markersize": 4, "linestyle": linestyle}
 
