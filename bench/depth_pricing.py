@@ -20,12 +20,13 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import depth_multi30k as study
+import depth_rows
 from common import RESULTS
 
 
 def depth(name: str) -> tuple[int, int] | None:
     """(encoder, decoder) layer applications of a row (shared layers count every repeat), None if unknown."""
-    model = study.MODELS.get(name)
+    model = depth_rows.MODELS.get(name)
     if model is None:
         return None
     f = model.fields
@@ -41,7 +42,7 @@ def cost_class(name: str) -> tuple[Any, ...] | None:
     unknown. Rows of one class price each other's unfinished runs."""
     from deep_nmt_hf import VARIANTS
 
-    model = study.MODELS.get(name)
+    model = depth_rows.MODELS.get(name)
     if model is None:
         return None
     fields = {**getattr(VARIANTS.get(model.variant), "DEFAULTS", {}), **model.fields}
@@ -200,13 +201,15 @@ def progress(
     paragraph."""
     finished = [(n, r["seed"]) for n, recs in records.items() for r in recs]
     done = set(finished)
-    first_pass, rest = study.stages([n for n in study.CONDITIONAL if (n, 1) in planned])
+    first_pass, rest = depth_rows.stages([n for n in depth_rows.CONDITIONAL if (n, 1) in planned])
     first = [n for n in first_pass if any(r["seed"] == 1 for r in records.get(n, []))]
     later = [n for n in rest if any(r["seed"] == 1 for r in records.get(n, []))]
-    headline = {n for n, s in planned if s == max(study.HEADLINE_SEEDS)}  # the rows planned with every seed
+    headline = {
+        n for n, s in planned if s == max(depth_rows.HEADLINE_SEEDS)
+    }  # the rows planned with every seed
     extra = [(n, s) for n, s in planned if s != 1 and n in headline]
     extra_done = [run for run in extra if run in done]
-    second = [(n, s) for n, s in planned if s == study.SECOND_SEED and n not in headline]
+    second = [(n, s) for n, s in planned if s == depth_rows.SECOND_SEED and n not in headline]
     running = [
         f"{x['row']} seed {x['seed']} ({x['epochs_done']} epochs done)" for x in left if x["epochs_done"]
     ]

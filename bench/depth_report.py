@@ -2,9 +2,9 @@
 
 `report(args)` reads every record of the `--epochs` budget (bench/results/depth_multi30k/e{E}/ROW/seed{S}.json;
 with `--quick` the smoke-test records) and writes bench/results/depth_multi30k.{md,json,png} (quick:
-depth_multi30k.quick.*): progress, settings, the table (mean ± sd over seeds), the claims with the paper's own
-number beside each verdict, every comparison's paired bootstrap over seeds and sentences with Holm's correction
-across all of them, what is not finished and its CPU cost (depth_pricing.py); depth_multi30k_claims.png is the
+depth_multi30k.quick.*): progress, settings, the table (mean ± sd over seeds), the claims (depth_claims.py) with
+the paper's own number beside each verdict, every comparison's paired bootstrap over seeds and sentences with
+Holm's correction across all of them, what is not finished and its CPU cost (depth_pricing.py); depth_multi30k_claims.png is the
 claims' forest plot (claims_plot.py), depth_multi30k_papers.png each paper's rows' curves, one panel a paper
 (paper_curves.py). The budget pilot the study's budget was chosen from is depth_pilot.py.
 
@@ -20,15 +20,28 @@ import math
 import statistics
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import depth_multi30k as study
+import depth_rows
 from claims_plot import forest_plot, holm_note
 from common import RESULTS, markdown_table, write_results
+from depth_claims import (
+    ALPHA,
+    BEST_DEEP,
+    CLAIMS,
+    CLOSE_MARGIN,
+    COLLAPSE_SHARE,
+    N_SAMPLES,
+    PAPERS,
+    RULES,
+    SHORT,
+    SRC_FLOOR,
+    Claim,
+)
 from depth_pricing import (
     depth,
     lost_markdown,
@@ -45,311 +58,6 @@ from deep_nmt_hf.significance import holm, seeded_paired_bootstrap
 
 SLOPE_EPOCHS = 3  # the valid-loss slope is fitted over the last this many epochs
 FLAT = 0.005  # nats per epoch: |slope| below it is "flat"
-ALPHA = 0.05  # a difference is significant when its Holm-adjusted p is below it
-CLOSE_MARGIN = 1.0  # BLEU: "close" (shared layers) when the 95% CI of the deficit stays above −CLOSE_MARGIN
-COLLAPSE_SHARE = 0.5  # a row fails when its source reliance is below this share of its 6-6 reference's
-SRC_FLOOR = 0.5  # nats: the failure floor of source reliance where the 6-6 reference has no record (or is it)
-N_SAMPLES = 10_000  # bootstrap resamples (p >= 1 / (1 + N_SAMPLES); 1000 held clear verdicts at Holm p 0.012)
-BEST_DEEP = "best deep row"  # the claimed row of the Marian comparison, resolved from the records
-
-PAPERS = {  # key: (the paper's name on the lines of the claims plot, the title of its section in the report)
-    "admin": (
-        "ADMIN",
-        "ADMIN — Liu et al. 2020, Very Deep Transformers for Neural Machine Translation "
-        "(../shared/papers/admin-very-deep-transformers-nmt.txt)",
-    ),
-    "dlcl": (
-        "DLCL",
-        "DLCL — Wang et al. 2019, Learning Deep Transformer Models for Machine Translation "
-        "(../shared/papers/prenorm-dlcl.txt)",
-    ),
-    "dsinit": (
-        "DS-Init",
-        "DS-Init + MAtt — Zhang et al. 2019, Improving Deep Transformer with Depth-Scaled Initialization "
-        "and Merged Attention (../shared/papers/dsinit-merged-attention.txt)",
-    ),
-    "decoder": (
-        "deep decoder",
-        "Deep decoder — cross-attention drop (CAD) and collapse reducing training (CRT: DDR + ALD) "
-        "(../shared/papers/deep-decoder-cad-crt.txt)",
-    ),
-    "shared": (
-        "shared layers",
-        "Shared layers — recurrent stacking of shared layers (../shared/papers/recurrent-shared-layers.txt)",
-    ),
-    "marian": (
-        "vs Marian",
-        "Depth against stock MarianMTModel 6-6 (no paper claims it: a finding either way)",
-    ),
-}
-SHORT = {paper: short for paper, (short, _) in PAPERS.items()}
-
-
-@dataclass(frozen=True)
-class Claim:
-    """One claim of a paper as this study tests it: `system` against `baseline` under `rule` ("better",
-    "fails-or-behind", "collapses", "close"), with the paper's own number (`paper_number`, quoted with its
-    table) and, where the paper states one, its Δ BLEU for the same comparison (`paper_delta`, for the plot), else
-    its outcome in a few words (`paper_outcome`, for the table at a glance)."""
-
-    paper: str
-    text: str
-    system: str
-    baseline: str
-    rule: str
-    paper_number: str
-    paper_delta: float | None = None
-    paper_outcome: str = "—"
-
-
-ADMIN_TABLE_1 = "Table 1 (WMT'14 En-De): 60L-12L Default: 'diverge'; 60L-12L ADMIN 30.1 BLEU"
-DIVERGES = "Default diverges (60L-12L)"
-CLAIMS = (
-    Claim(
-        "admin",
-        "post-LN 18-6 trained the default way fails (diverges or stops reading the source) or falls behind post-LN 6-6",
-        "post-18-6",
-        "post-6-6",
-        "fails-or-behind",
-        f"{ADMIN_TABLE_1}; sec. 4: Default's 'gradients hit NaN, and the resulting model is not better than a "
-        "random model'",
-        paper_outcome=DIVERGES,
-    ),
-    Claim(
-        "admin",
-        "post-LN 36-6 trained the default way fails or falls behind post-LN 6-6",
-        "post-36-6",
-        "post-6-6",
-        "fails-or-behind",
-        ADMIN_TABLE_1,
-        paper_outcome=DIVERGES,
-    ),
-    Claim(
-        "admin",
-        "ADMIN 18-6 beats default post-LN 18-6",
-        "admin-18-6",
-        "post-18-6",
-        "better",
-        ADMIN_TABLE_1,
-        paper_outcome=DIVERGES,
-    ),
-    Claim(
-        "admin",
-        "DeepNorm 18-6 (ADMIN's recipe) beats default post-LN 18-6",
-        "deepnorm-18-6",
-        "post-18-6",
-        "better",
-        f"the DeepNet paper (Wang et al. 2022) is not in ../shared/papers; the claim is ADMIN's {ADMIN_TABLE_1}",
-        paper_outcome=DIVERGES,
-    ),
-    Claim(
-        "admin",
-        "ADMIN 36-6 beats default post-LN 36-6",
-        "admin-36-6",
-        "post-36-6",
-        "better",
-        ADMIN_TABLE_1,
-        paper_outcome=DIVERGES,
-    ),
-    Claim(
-        "admin",
-        "DeepNorm 36-6 beats default post-LN 36-6",
-        "deepnorm-36-6",
-        "post-36-6",
-        "better",
-        "as for DeepNorm 18-6: ADMIN's " + ADMIN_TABLE_1,
-        paper_outcome=DIVERGES,
-    ),
-    Claim(
-        "admin",
-        "depth pays with ADMIN: ADMIN 18-6 beats post-LN 6-6",
-        "admin-18-6",
-        "post-6-6",
-        "better",
-        "Table 1 (En-De): 60L-12L ADMIN 30.1 vs 6L-6L Default 27.6, Δ +2.5 BLEU (En-Fr: +2.5), 'statistically "
-        "significant (p < 0.05) with a 1000-sample bootstrap test (Clark et al., 2011)'",
-        2.5,
-    ),
-    Claim(
-        "admin",
-        "depth pays with ADMIN: ADMIN 36-6 beats post-LN 6-6",
-        "admin-36-6",
-        "post-6-6",
-        "better",
-        "Table 1 (En-De): 60L-12L ADMIN vs 6L-6L Default, Δ +2.5 BLEU; Table 3: 36L-36L tied with 60L-12L (En-Fr)",
-        2.5,
-    ),
-    Claim(
-        "admin",
-        "a deep post-LN model trained with ADMIN beats the same depth with pre-LN: ADMIN 18-6 beats pre-LN 18-6 "
-        "(each with its own paper's recipe: ADMIN's lr 1e-3, warmup 4k; the DLCL paper's pre-norm lr 2e-3, "
-        "warmup 16k; warmups × 0.1 here)",
-        "admin-18-6",
-        "pre-18-6",
-        "better",
-        "footnote 10: pre-LN 60L-12L 'does train successively ... 29.3 BLEU in DE & 43.2 in FR. It is better than "
-        "6L-6L but worse than 60L-12L ADMIN' (30.1 DE, 43.8 FR, Table 1): Δ +0.8 (DE), +0.6 (FR)",
-        30.1 - 29.3,
-    ),
-    Claim(
-        "admin",
-        "a control, not the paper's schedule (run only where ADMIN 36-6 fails): ADMIN 36-6 at peak lr 5e-4, whose "
-        "linear decay follows the 12-epoch study's inverse-sqrt lr, beats post-LN 6-6",
-        "admin-36-6-low-lr",
-        "post-6-6",
-        "better",
-        "Table 1 (En-De): 60L-12L ADMIN vs 6L-6L Default, Δ +2.5 BLEU, at lr 1e-3 (footnote 8) under fairseq's "
-        "inverse-sqrt schedule",
-        paper_outcome="— (a control)",
-    ),
-    Claim(
-        "admin",
-        "a control at the same lower lr (run only where the lr control trains): ADMIN 36-6 beats default post-LN "
-        "36-6, both at peak lr 5e-4",
-        "admin-36-6-low-lr",
-        "post-36-6-low-lr",
-        "better",
-        ADMIN_TABLE_1 + ", both at lr 1e-3 (footnote 8) under fairseq's inverse-sqrt schedule",
-        paper_outcome=DIVERGES,
-    ),
-    Claim(
-        "dlcl",
-        "deep post-norm fails where pre-norm trains: pre-LN 18-6 beats post-LN 18-6",
-        "pre-18-6",
-        "post-18-6",
-        "better",
-        "Table 1 (WMT14 En-De): post-norm Transformer-deep (20L) 'failed', pre-norm 20L 28.9; Table 2 (16L, "
-        "WMT16 En-De): post-norm Transformer 'failed', pre-norm 28.0",
-        paper_outcome="post-norm 20L fails",
-    ),
-    Claim(
-        "dlcl",
-        "pre-norm gains from depth: pre-LN 18-6 beats pre-LN 6-6",
-        "pre-18-6",
-        "pre-6-6",
-        "better",
-        "Table 1: pre-norm Transformer-deep (20L) 28.9 vs Transformer (Base) 27.1, Δ +1.8 BLEU",
-        1.8,
-    ),
-    Claim(
-        "dlcl",
-        "DLCL adds to the deep pre-norm model: DLCL 18-6 beats pre-LN 18-6",
-        "dlcl-18-6",
-        "pre-18-6",
-        "better",
-        "Table 2 (16L): pre-norm DLCL 28.2 vs pre-norm Transformer 28.0, Δ +0.2 BLEU; Table 1: DLCL-deep (30L) "
-        "29.3 vs Transformer-deep (20L) 28.9",
-        0.2,
-    ),
-    Claim(
-        "dsinit",
-        "without DS-Init the deep MAtt model fails, with it it trains: DS-Init + MAtt 18-6 beats MAtt 18-6 (xavier)",
-        "dsinit-matt-18-6",
-        "matt-18-6",
-        "better",
-        "Table 3 (WMT14 En-De): row 10, MAtt with > 12 layers without DS-Init: '-' ('optimization failed'); "
-        "row 16, DS-Init + MAtt 20 layers: 28.67",
-        paper_outcome="MAtt > 12L fails",
-    ),
-    Claim(
-        "dsinit",
-        "DS-Init + MAtt 18-6 beats the 6-layer base model",
-        "dsinit-matt-18-6",
-        "post-6-6",
-        "better",
-        "Table 3: row 16 (DS-Init + MAtt, 20 layers) 28.67 vs row 1 (Base, 6 layers) 27.59, Δ +1.08 BLEU",
-        1.08,
-    ),
-    Claim(
-        "dsinit",
-        "a control, not the paper's recipe: DS-Init + MAtt 18-6 with the 6-layer dropouts (0.1 / 0.1 instead of "
-        "the deep models' 0.3 / 0.2) beats the 6-layer base model",
-        "dsinit-matt-18-6-low-dropout",
-        "post-6-6",
-        "better",
-        "Table 3: dp_r / dp_a 0.1 / 0.1 at 6 layers, 0.3 / 0.2 for the deep models (sec. 5.1: 'relatively larger "
-        "batch size and dropout rate for deeper and bigger models' on WMT14's 4.5M pairs)",
-        paper_outcome="— (a control)",
-    ),
-    *(
-        Claim(
-            "decoder",
-            f"a {layers}-layer decoder without CAD + CRT collapses: it stops reading the source",
-            f"deep-decoder-6-{layers}-plain",
-            "pre-6-6",
-            "collapses",
-            "Table 1 (WMT14 En-De, BASE): DEEP 15-15 0.55 BLEU, DEEP 27-27 0.31; sec. 3.2: with more decoder "
-            "layers BLEU 'increased at first and eventually declined to a very low level' (Figure 1)",
-            paper_outcome="collapses at 15L (0.55 BLEU)",
-        )
-        for layers in (12, 24)
-    ),
-    *(
-        Claim(
-            "decoder",
-            f"CAD + CRT beat the plain {layers}-layer decoder",
-            f"deep-decoder-6-{layers}",
-            f"deep-decoder-6-{layers}-plain",
-            "better",
-            "Table 1 (BASE): 15-15 DEEP+CAD+CRT 29.09 vs DEEP 0.55; Table 3 (30L): full 29.09, without CAD 1.39",
-            29.09 - 0.55,  # the paper's 15-15 pair: no deeper one has both sides
-        )
-        for layers in (12, 24)
-    ),
-    Claim(
-        "decoder",
-        "depth pays with CAD + CRT: the 12-layer CAD + CRT decoder beats pre-LN 6-6 (the paper's deep models are "
-        "balanced, 15-15 and 27-27; its recipe's lr 7e-4 is not pre-6-6's 1e-3)",
-        "deep-decoder-6-12",
-        "pre-6-6",
-        "better",
-        "Table 1 (WMT14 En-De, BASE): 15-15 DEEP+CAD+CRT 29.09 vs BASE (Pre-Norm) 6-6 27.05, Δ +2.04 BLEU "
-        "(27-27: 30.31, Δ +3.26); sec. 4.2: 'the full model ... achieved better results than the corresponding "
-        "baselines'",
-        29.09 - 27.05,
-    ),
-    Claim(
-        "shared",
-        "shared layers come close to the unshared model with as many layer applications, at far fewer parameters",
-        "shared-18-6",
-        "unshared-18-6",
-        "close",
-        "Table 1 (WMT16 En-De): shared layers (T=4, enc=8, dec=4) 28.8 BLEU at 58M vs the deep 20-6 Transformer "
-        "(Wang et al. 2019) 28.9 at 106M: Δ −0.1 at 55% of the parameters (abstract: 'similar model performance "
-        "... our model parameters are 54.72% of the former')",
-        -0.1,
-    ),
-    Claim(
-        "marian",
-        "the best deep row beats stock MarianMTModel 6-6",
-        BEST_DEEP,
-        "marian-6-6",
-        "better",
-        "— (the issue's question; the best deep row is chosen after the fact, which Holm's correction does not "
-        "cover)",
-        paper_outcome="— (no paper claims it)",
-    ),
-)
-RULES = (
-    f"A row **fails** when one of its seeds diverged (non-finite training loss) or when its source reliance "
-    f"(validation NLL with every source replaced by another sentence's, minus the true one; averaged model, mean "
-    f"over seeds) is below {COLLAPSE_SHARE:g} × that of its 6-6 reference (the row its baseline chain ends in: "
-    f"post-6-6, pre-6-6 or marian-6-6; {SRC_FLOOR:g} nats where that has no record): it no longer translates, "
-    "whatever its loss. Every comparison is the paired bootstrap over seeds and test sentences of the averaged "
-    f"models (deep_nmt_hf.significance.seeded_paired_bootstrap, {N_SAMPLES} resamples, so p ≥ 1 / "
-    f"{N_SAMPLES + 1}), and all comparisons of this report are Holm-corrected together; significant means Holm "
-    f"p < {ALPHA:g}. "
-    "**better** (X beats Y): holds when Y fails and X does not, or X is better with Holm p < "
-    f"{ALPHA:g}; does not hold when X fails, or the difference is not significant, or X is worse. "
-    "**fails or falls behind** (default deep post-LN against its 6-6): holds when the deep row fails or is "
-    "significantly worse; does not hold when it trains and is not worse. **collapses** (plain deep decoder): holds "
-    f"when the row fails by the rule above (against pre-6-6); otherwise the paper's collapse is at deeper "
-    f"decoders than this study's, and the claim cannot be tested at this scale. **close** (shared layers): holds "
-    f"when the 95% CI of shared − unshared stays above −{CLOSE_MARGIN:g} BLEU; does not hold when the deficit is "
-    f"larger than {CLOSE_MARGIN:g} BLEU with Holm p < {ALPHA:g}; otherwise cannot be decided at this scale. A "
-    "claim cannot be tested yet while a row it needs has no record, and cannot be tested at this scale when its "
-    "6-6 reference fails too (nothing trains at these settings)."
-)
 
 
 # ---------------------------------------------------------------------------------------------------- records
@@ -360,7 +68,7 @@ def load_records(root: Path, epochs: int) -> dict[str, list[dict[str, Any]]]:
     for path in sorted((root / f"e{epochs}").glob("*/seed*.json")):
         record = json.loads(path.read_text())
         found.setdefault(record["name"], []).append(record)
-    order = list(study.MODELS)
+    order = list(depth_rows.MODELS)
     names = sorted(found, key=lambda n: (order.index(n) if n in order else len(order), n))
     return {name: sorted(found[name], key=lambda r: r["seed"]) for name in names}
 
@@ -454,7 +162,7 @@ def row_summary(name: str, records: Sequence[dict[str, Any]]) -> dict[str, Any]:
     means, sds = {}, {}
     for key in SUMMARISED:
         means[key], sds[key] = mean_sd([s[key] for s in seeds])
-    model = study.MODELS.get(name)
+    model = depth_rows.MODELS.get(name)
     first = records[0]
     return {
         "description": first.get("description"),
@@ -476,8 +184,8 @@ def row_summary(name: str, records: Sequence[dict[str, Any]]) -> dict[str, Any]:
 def reference_row(name: str) -> str:
     """The 6-6 reference of a row: where its chain of baselines ends (post-6-6, pre-6-6 or marian-6-6)."""
     seen = {name}
-    while name in study.MODELS and study.MODELS[name].baseline is not None:
-        name = study.MODELS[name].baseline
+    while name in depth_rows.MODELS and depth_rows.MODELS[name].baseline is not None:
+        name = depth_rows.MODELS[name].baseline
         if name in seen:
             break
         seen.add(name)
@@ -597,14 +305,14 @@ def verdict(claim: Claim, rows: dict[str, dict[str, Any]], tests: Sequence[dict[
             )
         return done("cannot be tested yet", "no deep row has a record")
     missing = [n for n in (system, baseline) if n not in rows]
-    needed = study.IF_FAILS.get(system)
+    needed = depth_rows.IF_FAILS.get(system)
     if system in missing and needed in rows and not failure(needed, rows):
         return done(
             "cannot be tested at this scale",
             f"{needed} does not fail (it reads the source: src {rows[needed]['mean']['src']:.2f} nats), so "
             f"{system} is not run (the study runs it only where {needed} fails)",
         )
-    if baseline in missing and study.IF_TRAINS.get(baseline) == system and system in rows:
+    if baseline in missing and depth_rows.IF_TRAINS.get(baseline) == system and system in rows:
         if why := failure(system, rows):
             return done(
                 "does not hold",
@@ -626,8 +334,8 @@ def verdict(claim: Claim, rows: dict[str, dict[str, Any]], tests: Sequence[dict[
     significant = test is not None and test["p_holm"] < ALPHA
     if claim.rule == "collapses":
         # source reliance down the decoder depths this study ran (the paper's Figure 1, in nats)
-        variant = study.MODELS[system].variant
-        sweep = [baseline, *(n for n, row in study.MODELS.items() if row.variant == variant)]
+        variant = depth_rows.MODELS[system].variant
+        sweep = [baseline, *(n for n, row in depth_rows.MODELS.items() if row.variant == variant)]
         src = {n: rows[n]["mean"]["src"] for n in sweep if n in rows}
         shown = ", ".join(f"{n} {v:.2f}" for n, v in src.items() if v is not None)
         out["source_reliance"] = {n: src.get(n) for n in (system, baseline)}
@@ -823,14 +531,14 @@ def settings_markdown(
         f"the last {s['average']} epoch checkpoints (avg, the papers' protocol); sacreBLEU BLEU / chrF / TER."
     )
     lines = ["", "", "Learning rate and warmup (after scaling) per row:", ""]
-    for name in study.MODELS:
+    for name in depth_rows.MODELS:
         if name in rows and rows[name]["options"]:
             options = rows[name]["options"]
         else:
             options, _ = study._recipe(name, args)
-        why = study.MODELS[name].why
+        why = depth_rows.MODELS[name].why
         lines.append(
-            f"- {name} ({study.MODELS[name].recipe}): lr {options['learning_rate']:g}, warmup "
+            f"- {name} ({depth_rows.MODELS[name].recipe}): lr {options['learning_rate']:g}, warmup "
             f"{options['warmup_steps']} steps" + (f" — override: {why}" if why else "")
         )
     return text + "\n".join(lines)
@@ -983,7 +691,7 @@ def line_style(name: str) -> dict[str, Any]:
     marker = next(
         (MARKERS[names.index(name) % len(MARKERS)] for names in FAMILIES.values() if name in names), "."
     )
-    model = study.MODELS.get(name)
+    model = depth_rows.MODELS.get(name)
     counterfactual = any(claim.baseline == name for claim in CLAIMS)
     linestyle = ":" if model is not None and model.baseline is None else "--" if counterfactual else "-"
     return {"color": colour(name), "marker": marker, "markersize": 4, "linestyle": linestyle}

@@ -14,9 +14,11 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))  # the bench scripts import as modules
 
+import depth_claims  # noqa: E402
 import depth_pilot as pilot  # noqa: E402
 import depth_pricing as pricing  # noqa: E402
 import depth_report as report  # noqa: E402
+import depth_rows  # noqa: E402
 
 from deep_nmt_hf.significance import bleu_from_statistics, bleu_statistics, holm  # noqa: E402
 
@@ -83,7 +85,7 @@ def record(
         "description": name,
         "variant": "base",
         "recipe": "admin",
-        "baseline": report.study.MODELS[name].baseline,
+        "baseline": depth_rows.MODELS[name].baseline,
         "options": {"learning_rate": 1e-3, "warmup_steps": 400, "num_beams": 4, "length_penalty": 0.6},
         "num_parameters": parameters,
         "epochs": float(epochs),
@@ -177,7 +179,7 @@ def test_the_table_at_a_glance_has_a_line_per_claim(records: dict) -> None:
     }
     verdicts, _ = report.claim_verdicts(recs, n_samples=N_SAMPLES)
     lines = report.glance_table(verdicts).splitlines()[2:]
-    assert len(lines) == len(report.CLAIMS)
+    assert len(lines) == len(depth_claims.CLAIMS)
     cells = {tuple(c.strip() for c in line.strip("|").split("|"))[1]: line for line in lines}
     trio = by_name(verdicts, "admin-18-6", "post-6-6")["test"]
     admin = cells["admin-18-6 vs post-6-6"]
@@ -219,8 +221,8 @@ def test_the_deeper_decoder_runs_only_where_its_plain_twin_collapses(tmp_path: P
     recs["deep-decoder-6-24-plain"] = [record("deep-decoder-6-24-plain", 1, 0.3, src=0.2)]
     write_records(recs, a)
     planned = study.plan(a)
-    first = len(study.FIRST_PASS)
-    assert planned[: first + 1] == [*((n, 1) for n in study.FIRST_PASS), ("deep-decoder-6-24", 1)]
+    first = len(depth_rows.FIRST_PASS)
+    assert planned[: first + 1] == [*((n, 1) for n in depth_rows.FIRST_PASS), ("deep-decoder-6-24", 1)]
     verdicts, _ = report.claim_verdicts(recs, n_samples=N_SAMPLES)
     assert by_name(verdicts, "deep-decoder-6-24-plain", "pre-6-6")["verdict"] == "holds"
     assert (
@@ -234,7 +236,7 @@ def test_the_dsinit_dropout_control_changes_only_the_dropouts(tmp_path: Path, mo
     last (after the 36-6 rows), and has its own claim against post-6-6 beside the recipe's."""
     study = report.study
     monkeypatch.setattr(study, "RECORDS", tmp_path / "records")
-    control, recipe = study.MODELS["dsinit-matt-18-6-low-dropout"], study.MODELS["dsinit-matt-18-6"]
+    control, recipe = depth_rows.MODELS["dsinit-matt-18-6-low-dropout"], depth_rows.MODELS["dsinit-matt-18-6"]
     assert (control.variant, control.recipe, control.baseline) == (recipe.variant, recipe.recipe, "post-6-6")
     assert {k: v for k, v in control.fields.items() if recipe.fields.get(k) != v} == {
         "dropout": 0.1,
@@ -261,7 +263,7 @@ def test_the_admin_lr_control_runs_only_where_admin_36_6_fails(tmp_path: Path, m
     study = report.study
     monkeypatch.setattr(study, "RECORDS", tmp_path / "records")
     a = args(epochs=5)
-    control, admin = study.MODELS["admin-36-6-low-lr"], study.MODELS["admin-36-6"]
+    control, admin = depth_rows.MODELS["admin-36-6-low-lr"], depth_rows.MODELS["admin-36-6"]
     assert (control.variant, control.recipe, control.fields) == (admin.variant, admin.recipe, admin.fields)
     (options, _), (paper, _) = study._recipe("admin-36-6-low-lr", a), study._recipe("admin-36-6", a)
     assert {k: v for k, v in options.items() if paper[k] != v} == {"learning_rate": 5e-4}
@@ -282,9 +284,9 @@ def test_the_admin_lr_control_runs_only_where_admin_36_6_fails(tmp_path: Path, m
     write_records(recs, a)
     planned = study.plan(a)
     seed_1 = [n for n, s in planned if s == 1]
-    assert seed_1[: len(study.FIRST_PASS)] == list(study.FIRST_PASS)
-    assert seed_1[-len(study.LATER) - 1 :] == [*study.LATER, "admin-36-6-low-lr"]
-    assert ("admin-36-6-low-lr", study.SECOND_SEED) in planned
+    assert seed_1[: len(depth_rows.FIRST_PASS)] == list(depth_rows.FIRST_PASS)
+    assert seed_1[-len(depth_rows.LATER) - 1 :] == [*depth_rows.LATER, "admin-36-6-low-lr"]
+    assert ("admin-36-6-low-lr", depth_rows.SECOND_SEED) in planned
     assert "the rest (36-6 and the controls, seed 1) 2 of 5" in pricing.progress(planned, recs, [])
     recs["admin-36-6-low-lr"] = [record("admin-36-6-low-lr", 1, 0.2, src=2.5)]
     verdicts, _ = report.claim_verdicts(recs, n_samples=N_SAMPLES)
@@ -301,7 +303,7 @@ def test_the_lr_controls_counterfactual_runs_only_where_the_control_trains(
     study = report.study
     monkeypatch.setattr(study, "RECORDS", tmp_path / "records")
     a = args(epochs=5)
-    low, post = study.MODELS["post-36-6-low-lr"], study.MODELS["post-36-6"]
+    low, post = depth_rows.MODELS["post-36-6-low-lr"], depth_rows.MODELS["post-36-6"]
     assert (low.variant, low.recipe, low.fields, low.baseline) == (
         post.variant,
         post.recipe,
@@ -322,8 +324,8 @@ def test_the_lr_controls_counterfactual_runs_only_where_the_control_trains(
     write_records(recs, a)
     planned = study.plan(a)
     seed_1 = [n for n, s in planned if s == 1]
-    assert seed_1[-3:] == [study.LATER[-1], "admin-36-6-low-lr", "post-36-6-low-lr"]
-    assert ("post-36-6-low-lr", study.SECOND_SEED) in planned
+    assert seed_1[-3:] == [depth_rows.LATER[-1], "admin-36-6-low-lr", "post-36-6-low-lr"]
+    assert ("post-36-6-low-lr", depth_rows.SECOND_SEED) in planned
     assert "the rest (36-6 and the controls, seed 1) 3 of 6" in pricing.progress(planned, recs, [])
     verdicts, _ = report.claim_verdicts(recs, n_samples=N_SAMPLES)
     assert by_name(verdicts, "admin-36-6-low-lr", "post-36-6-low-lr")["verdict"] == "cannot be tested yet"
@@ -388,10 +390,10 @@ def test_every_row_gets_a_second_seed_last_cheapest_first(tmp_path: Path, monkey
     monkeypatch.setattr(study, "RECORDS", tmp_path / "records")
     planned = study.plan(args(epochs=5))
     assert len(planned) == len(set(planned))
-    first_seed_2 = next(i for i, (n, s) in enumerate(planned) if s == 2 and n not in study.HEADLINE)
-    assert all(s == 1 for _, s in planned[first_seed_2 - len(study.LATER) : first_seed_2])
+    first_seed_2 = next(i for i, (n, s) in enumerate(planned) if s == 2 and n not in depth_rows.HEADLINE)
+    assert all(s == 1 for _, s in planned[first_seed_2 - len(depth_rows.LATER) : first_seed_2])
     second = [n for n, s in planned[first_seed_2:]]
-    assert set(second) == {n for n, s in planned if s == 1} - set(study.HEADLINE)
+    assert set(second) == {n for n, s in planned if s == 1} - set(depth_rows.HEADLINE)
     assert second[0] == "deep-decoder-6-12-plain" and second[-1] == "deep-decoder-6-12"
     assert (
         second.index("deepnorm-18-6") < second.index("deep-decoder-6-24-plain") < second.index("admin-36-6")
@@ -535,9 +537,9 @@ def test_the_claims_plot_has_a_line_per_claim_and_clips_large_differences(
     assert by_name(verdicts, "admin-18-6", "post-18-6")["paper_delta"] is None  # the paper's Default diverged
     path = tmp_path / "claims.png"
     labels = claims_plot.forest_plot(
-        verdicts, path, "claims", report.SHORT, report.ALPHA, report.CLOSE_MARGIN
+        verdicts, path, "claims", depth_claims.SHORT, depth_claims.ALPHA, depth_claims.CLOSE_MARGIN
     )
-    assert len(labels) == len(report.CLAIMS)
+    assert len(labels) == len(depth_claims.CLAIMS)
     assert labels[0] == "ADMIN: post-18-6 vs post-6-6" and labels[-1].startswith("vs Marian: ")
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
@@ -787,12 +789,14 @@ def test_the_paper_curves_panel_each_paper_with_the_rows_its_claims_compare(
     }
     verdicts, _ = report.claim_verdicts(with_bleu, n_samples=N_SAMPLES)
     groups = paper_curves.paper_rows(verdicts)
-    assert list(groups) == list(report.PAPERS)
+    assert list(groups) == list(depth_claims.PAPERS)
     assert groups["admin"][:4] == ["post-18-6", "post-6-6", "post-36-6", "admin-18-6"]
     assert "admin-36-6-low-lr" in groups["admin"] and "pre-18-6" in groups["admin"]
     assert groups["marian"] == ["admin-18-6", "marian-6-6"]  # the best deep row, resolved from the records
     path = tmp_path / "papers.png"
-    drawn = paper_curves.paper_curves(with_bleu, groups, path, "curves", report.SHORT, report.line_style)
+    drawn = paper_curves.paper_curves(
+        with_bleu, groups, path, "curves", depth_claims.SHORT, report.line_style
+    )
     assert list(drawn["admin"]) == ["post-18-6", "post-6-6", "admin-18-6"]  # the rows with records
     assert drawn["dlcl"] == {"post-18-6": drawn["admin"]["post-18-6"]}
     assert drawn["admin"]["admin-18-6"] == [20.0 + e for e in range(1, 6)]  # seeds 1-3: 11, 21, 31 at epoch 1
