@@ -54,7 +54,8 @@ class Claim:
     """One claim of a paper as this study tests it: `system` against `baseline` under `rule` ("better",
     "fails-or-behind", "collapses", "close"), with the paper's own number (`paper_number`, quoted with its
     table) and, where the paper states one, its Δ BLEU for the same comparison (`paper_delta`, for the plot), else
-    its outcome in a few words (`paper_outcome`, for the table at a glance)."""
+    its outcome in a few words (`paper_outcome`, for the table at a glance); `panel` names a second panel of
+    the paper's curves (depth_multi30k_papers.png) for claims that would crowd its first one (ADMIN's 36-6 rows)."""
 
     paper: str
     text: str
@@ -64,10 +65,12 @@ class Claim:
     paper_number: str
     paper_delta: float | None = None
     paper_outcome: str = "—"
+    panel: str = ""
 
 
 ADMIN_TABLE_1 = "Table 1 (WMT'14 En-De): 60L-12L Default: 'diverge'; 60L-12L ADMIN 30.1 BLEU"
 DIVERGES = "Default diverges (60L-12L)"
+DEEPER_PANEL = "36-6"  # ADMIN's 36-6 claims: a panel of their own in the paper curves
 CLAIMS = (
     Claim(
         "admin",
@@ -87,6 +90,7 @@ CLAIMS = (
         "fails-or-behind",
         ADMIN_TABLE_1,
         paper_outcome=DIVERGES,
+        panel=DEEPER_PANEL,
     ),
     Claim(
         "admin",
@@ -114,6 +118,7 @@ CLAIMS = (
         "better",
         ADMIN_TABLE_1,
         paper_outcome=DIVERGES,
+        panel=DEEPER_PANEL,
     ),
     Claim(
         "admin",
@@ -123,6 +128,7 @@ CLAIMS = (
         "better",
         "as for DeepNorm 18-6: ADMIN's " + ADMIN_TABLE_1,
         paper_outcome=DIVERGES,
+        panel=DEEPER_PANEL,
     ),
     Claim(
         "admin",
@@ -142,6 +148,7 @@ CLAIMS = (
         "better",
         "Table 1 (En-De): 60L-12L ADMIN vs 6L-6L Default, Δ +2.5 BLEU; Table 3: 36L-36L tied with 60L-12L (En-Fr)",
         2.5,
+        panel=DEEPER_PANEL,
     ),
     Claim(
         "admin",
@@ -165,6 +172,7 @@ CLAIMS = (
         "Table 1 (En-De): 60L-12L ADMIN vs 6L-6L Default, Δ +2.5 BLEU, at lr 1e-3 (footnote 8) under fairseq's "
         "inverse-sqrt schedule",
         paper_outcome="— (a control)",
+        panel=DEEPER_PANEL,
     ),
     Claim(
         "admin",
@@ -175,6 +183,7 @@ CLAIMS = (
         "better",
         ADMIN_TABLE_1 + ", both at lr 1e-3 (footnote 8) under fairseq's inverse-sqrt schedule",
         paper_outcome=DIVERGES,
+        panel=DEEPER_PANEL,
     ),
     Claim(
         "dlcl",

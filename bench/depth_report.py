@@ -279,7 +279,7 @@ def describe_test(test: dict[str, Any]) -> str:
 
 def verdict(claim: Claim, rows: dict[str, dict[str, Any]], tests: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """The verdict on one claim by RULES: {"paper", "claim", "system", "baseline", "verdict" (holds / does not
-    hold / cannot be tested yet / cannot be tested at this scale), "why", "paper_number", "seeds", "test"}."""
+    hold / cannot be tested yet / cannot be tested at this scale), "why", "paper_number", "panel", "seeds", "test"}."""
     system, baseline = resolve(claim, rows)
     out = {
         "paper": claim.paper,
@@ -290,6 +290,7 @@ def verdict(claim: Claim, rows: dict[str, dict[str, Any]], tests: Sequence[dict[
         "paper_number": claim.paper_number,
         "paper_delta": claim.paper_delta,
         "paper_outcome": claim.paper_outcome,
+        "panel": claim.panel,
         "seeds": None,
         "test": None,
     }

@@ -4,7 +4,8 @@ The depth study's main figure draws every row in one axis, which shows the famil
 by side. `paper_curves` draws, per paper, the validation BLEU per epoch (mean over seeds, min-max shaded) of
 exactly the rows that paper's claims compare (`paper_rows`: system and baseline of each claim, in claim order),
 so a failing counterfactual, the row that fixes it and its 6-6 reference read in one panel; e.g. ADMIN's panel
-holds post-LN 6-6 / 18-6 / 36-6, ADMIN and DeepNorm at 18-6 and 36-6 and ADMIN 36-6's learning-rate control.
+holds post-LN 6-6 and 18-6, ADMIN and DeepNorm 18-6 and pre-LN 18-6, and a second one (a claim's `panel`) its
+36-6 rows: post-LN, ADMIN and DeepNorm 36-6 and both learning-rate controls.
 `per_epoch` is the one mean-over-seeds reduction both figures use.
 """
 
@@ -36,12 +37,18 @@ def per_epoch(
     )
 
 
+def panel_key(verdict: Mapping[str, Any]) -> str:
+    """The panel a claim's rows are drawn in: its paper, or "paper panel" for a claim with a panel of its own."""
+    return " ".join(filter(None, (verdict["paper"], verdict.get("panel"))))
+
+
 def paper_rows(verdicts: Sequence[Mapping[str, Any]]) -> dict[str, list[str]]:
-    """{paper: the rows its claims compare}: each claim's system, then its baseline, first mention first, in the
+    """{panel: the rows its claims compare}, a panel a paper (`panel_key`: a paper's claims with a panel of their
+    own, ADMIN's 36-6 ones, get a second): each claim's system, then its baseline, first mention first, in the
     order of the claims (a claim whose system is not resolved yet, the best deep row, adds only its baseline)."""
     groups: dict[str, list[str]] = {}
     for v in verdicts:
-        rows = groups.setdefault(v["paper"], [])
+        rows = groups.setdefault(panel_key(v), [])
         rows += [name for name in (v["system"], v["baseline"]) if name is not None and name not in rows]
     return groups
 
@@ -55,15 +62,15 @@ def paper_curves(
     style: Callable[[str], dict[str, Any]],
     key: str = "valid_bleu",
 ) -> dict[str, dict[str, list[float]]]:
-    """Draw one panel per paper of `groups` (titled by `names[paper]`): history[key] per epoch of each of its rows
-    that has records, mean over seeds with the min-max range shaded, in `style(row)`; write `path`. Returns
-    {paper: {row: the means drawn}}."""
+    """Draw one panel per key of `groups` (`paper_rows`; titled by `names[paper]` and the panel's name, if any):
+    history[key] per epoch of each of its rows that has records, mean over seeds with the min-max range shaded, in
+    `style(row)`, in two lines of panels; write `path`. Returns {panel: {row: the means drawn}}."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    columns = 3
+    columns = max(3, math.ceil(len(groups) / 2))
     lines = math.ceil(len(groups) / columns)
     fig, axes = plt.subplots(lines, columns, figsize=(5.2 * columns, 4.2 * lines), squeeze=False)
     drawn: dict[str, dict[str, list[float]]] = {}
@@ -77,7 +84,9 @@ def paper_curves(
             ax.plot(epochs, mean, **line_style)
             ax.fill_between(epochs, low, high, color=line_style["color"], alpha=0.2, linewidth=0)
             drawn[paper][name] = mean
-        ax.set(title=names.get(paper, paper), xlabel="epoch", ylabel="validation BLEU (beam 4)")
+        base, _, panel = paper.partition(" ")
+        heading = f"{names.get(base, base)} {panel}".strip()
+        ax.set(title=heading, xlabel="epoch", ylabel="validation BLEU (beam 4)")
         if drawn[paper]:
             ax.legend(fontsize=7, title="row (seeds)", title_fontsize=7)
     for ax in list(axes.flat)[len(groups) :]:

@@ -774,10 +774,10 @@ def test_a_run_whose_weights_were_lost_is_retrained_last_and_keeps_its_first_num
 
 
 def test_the_paper_curves_panel_each_paper_with_the_rows_its_claims_compare(
-    records: dict, tmp_path: Path
+    records: dict, tmp_path: Path, monkeypatch
 ) -> None:
-    """paper_curves: a panel a paper holding exactly the rows its claims compare that have records, each the mean
-    of its seeds' validation BLEU per epoch."""
+    """paper_curves: a panel a paper (ADMIN's 36-6 claims a second one) holding exactly the rows its claims compare
+    that have records, each the mean of its seeds' validation BLEU per epoch."""
     import paper_curves
 
     with_bleu = {
@@ -789,14 +789,28 @@ def test_the_paper_curves_panel_each_paper_with_the_rows_its_claims_compare(
     }
     verdicts, _ = report.claim_verdicts(with_bleu, n_samples=N_SAMPLES)
     groups = paper_curves.paper_rows(verdicts)
-    assert list(groups) == list(depth_claims.PAPERS)
-    assert groups["admin"][:4] == ["post-18-6", "post-6-6", "post-36-6", "admin-18-6"]
-    assert "admin-36-6-low-lr" in groups["admin"] and "pre-18-6" in groups["admin"]
+    papers = list(depth_claims.PAPERS)
+    assert list(groups) == [papers[0], f"admin {depth_claims.DEEPER_PANEL}", *papers[1:]]
+    assert groups["admin"] == ["post-18-6", "post-6-6", "admin-18-6", "deepnorm-18-6", "pre-18-6"]
+    # ADMIN's 36-6 rows: a panel apart
+    assert groups["admin 36-6"][:3] == ["post-36-6", "post-6-6", "admin-36-6"]
+    assert groups["admin 36-6"][-2:] == ["admin-36-6-low-lr", "post-36-6-low-lr"]
     assert groups["marian"] == ["admin-18-6", "marian-6-6"]  # the best deep row, resolved from the records
+    from matplotlib.figure import Figure
+
+    titles: list[str] = []
+    savefig = Figure.savefig
+
+    def saved(fig: Figure, *a, **k) -> None:  # the titles as drawn
+        titles.extend([fig.get_suptitle(), *(ax.get_title() for ax in fig.axes if ax.get_visible())])
+        savefig(fig, *a, **k)
+
+    monkeypatch.setattr(Figure, "savefig", saved)
     path = tmp_path / "papers.png"
     drawn = paper_curves.paper_curves(
         with_bleu, groups, path, "curves", depth_claims.SHORT, report.line_style
     )
+    assert titles == ["curves", "ADMIN", "ADMIN 36-6", *(depth_claims.SHORT[p] for p in papers[1:])]
     assert list(drawn["admin"]) == ["post-18-6", "post-6-6", "admin-18-6"]  # the rows with records
     assert drawn["dlcl"] == {"post-18-6": drawn["admin"]["post-18-6"]}
     assert drawn["admin"]["admin-18-6"] == [20.0 + e for e in range(1, 6)]  # seeds 1-3: 11, 21, 31 at epoch 1
