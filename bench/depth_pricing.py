@@ -204,9 +204,8 @@ def progress(
     first_pass, rest = depth_rows.stages([n for n in depth_rows.CONDITIONAL if (n, 1) in planned])
     first = [n for n in first_pass if any(r["seed"] == 1 for r in records.get(n, []))]
     later = [n for n in rest if any(r["seed"] == 1 for r in records.get(n, []))]
-    headline = {
-        n for n, s in planned if s == max(depth_rows.HEADLINE_SEEDS)
-    }  # the rows planned with every seed
+    # the rows planned with every seed
+    headline = {n for n, s in planned if s == max(depth_rows.HEADLINE_SEEDS)}
     extra = [(n, s) for n, s in planned if s != 1 and n in headline]
     extra_done = [run for run in extra if run in done]
     second = [(n, s) for n, s in planned if s == depth_rows.SECOND_SEED and n not in headline]

@@ -1,12 +1,13 @@
 """The report of the depth study (bench/depth_multi30k.py): table, each paper's claim with a verdict, curves.
 
-`report(args)` reads every record of the `--epochs` budget (bench/results/depth_multi30k/e{E}/ROW/seed{S}.json;
-with `--quick` the smoke-test records) and writes bench/results/depth_multi30k.{md,json,png} (quick:
-depth_multi30k.quick.*): progress, settings, the table (mean ± sd over seeds), the claims (depth_claims.py) with
-the paper's own number beside each verdict, every comparison's paired bootstrap over seeds and sentences with
-Holm's correction across all of them, what is not finished and its CPU cost (depth_pricing.py); depth_multi30k_claims.png is the
-claims' forest plot (claims_plot.py), depth_multi30k_papers.png each paper's rows' curves, one panel a paper
-(paper_curves.py). The budget pilot the study's budget was chosen from is depth_pilot.py.
+`report(args)` reads every record of the `--epochs` budget
+(bench/results/depth_multi30k/e{E}/ROW/seed{S}.json; with `--quick` the smoke-test records) and writes
+bench/results/depth_multi30k.{md,json,png} (quick: depth_multi30k.quick.*): progress, settings, the table
+(mean ± sd over seeds), the claims (depth_claims.py) with the paper's own number beside each verdict, every
+comparison's paired bootstrap over seeds and sentences with Holm's correction across all of them, what is not
+finished and its CPU cost (depth_pricing.py); depth_multi30k_claims.png is the claims' forest plot
+(claims_plot.py), depth_multi30k_papers.png each paper's rows' curves, one panel a paper (paper_curves.py).
+The budget pilot the study's budget was chosen from is depth_pilot.py.
 
 The functions between loading and writing are pure (records in, numbers and text out), so
 tests/test_depth_report.py runs them on synthetic records.

@@ -42,6 +42,12 @@ def panel_key(verdict: Mapping[str, Any]) -> str:
     return " ".join(filter(None, (verdict["paper"], verdict.get("panel"))))
 
 
+def panel_title(key: str, names: Mapping[str, str]) -> str:
+    """The title of the panel `key` (`panel_key`): the paper's name in `names`, then the panel's own name, if any."""
+    paper, _, panel = key.partition(" ")
+    return f"{names.get(paper, paper)} {panel}".strip()
+
+
 def paper_rows(verdicts: Sequence[Mapping[str, Any]]) -> dict[str, list[str]]:
     """{panel: the rows its claims compare}, a panel a paper (`panel_key`: a paper's claims with a panel of their
     own, ADMIN's 36-6 ones, get a second): each claim's system, then its baseline, first mention first, in the
@@ -62,9 +68,9 @@ def paper_curves(
     style: Callable[[str], dict[str, Any]],
     key: str = "valid_bleu",
 ) -> dict[str, dict[str, list[float]]]:
-    """Draw one panel per key of `groups` (`paper_rows`; titled by `names[paper]` and the panel's name, if any):
-    history[key] per epoch of each of its rows that has records, mean over seeds with the min-max range shaded, in
-    `style(row)`, in two lines of panels; write `path`. Returns {panel: {row: the means drawn}}."""
+    """Draw one panel per key of `groups` (`paper_rows`; titled by `panel_title`): history[key] per epoch of each
+    of its rows that has records, mean over seeds with the min-max range shaded, in `style(row)`, in two lines of
+    panels; write `path`. Returns {panel: {row: the means drawn}}."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -84,9 +90,7 @@ def paper_curves(
             ax.plot(epochs, mean, **line_style)
             ax.fill_between(epochs, low, high, color=line_style["color"], alpha=0.2, linewidth=0)
             drawn[paper][name] = mean
-        base, _, panel = paper.partition(" ")
-        heading = f"{names.get(base, base)} {panel}".strip()
-        ax.set(title=heading, xlabel="epoch", ylabel="validation BLEU (beam 4)")
+        ax.set(title=panel_title(paper, names), xlabel="epoch", ylabel="validation BLEU (beam 4)")
         if drawn[paper]:
             ax.legend(fontsize=7, title="row (seeds)", title_fontsize=7)
     for ax in list(axes.flat)[len(groups) :]:
