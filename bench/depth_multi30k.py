@@ -89,6 +89,7 @@ from common import (
     study_trainer,
 )
 from depth_rows import HEADLINE, HEADLINE_SEEDS, IF_FAILS, IF_TRAINS, MODELS, SECOND_SEED, stages
+from machine_speed import boot_time, describe, machine_factor, probe_ms, reference_cpu_s, stamp_since_boot
 from quality_multi30k import model_from_fields
 
 from deep_nmt_hf.atomic import atomic_write
@@ -245,6 +246,9 @@ def train_model(name: str, seed: int, args: argparse.Namespace) -> None:
     checkpoints = _epoch_checkpoints(trainer_dir)
     resume = checkpoints[-1][1] if checkpoints else None
     history = [e for e in _read_json(history_path, []) if resume and e["epoch"] <= checkpoints[-1][0] + 1e-6]
+    probe = probe_ms()  # this machine's speed, stamped on every epoch it trains (machine_speed)
+    written = {epoch: path.stat().st_mtime for epoch, path in checkpoints}
+    history = stamp_since_boot(history, [written.get(e["epoch"]) for e in history], probe, boot_time())
     if resume is not None and row.variant == "admin":
         fields["admin_profiled"] = True  # ω is in the checkpoint's weights: never profile over them again
     set_seed(seed)
@@ -295,6 +299,7 @@ def train_model(name: str, seed: int, args: argparse.Namespace) -> None:
                     "step": state.global_step,
                     "train_cpu_s": round(self.cpu, 1),
                     "valid_decode_cpu_s": round(time.process_time() - cpu, 1),
+                    "probe_ms": round(probe, 1),
                     "train_loss": sum(e["loss"] for e in logs) / len(logs) if logs else None,
                     "grad_norm": sum(norms) / len(norms) if norms else None,
                     "learning_rate": rate,
@@ -521,23 +526,27 @@ def forward_args(args: argparse.Namespace) -> list[str]:
     return out + (["--quick"] if args.quick else [])
 
 
-def epoch_cpu_s(history: Sequence[dict[str, Any]]) -> list[float]:
-    """CPU-s of each epoch of a run's history (training + validation decoding); the study's one cost measure."""
+def epoch_cpu_s(history: Sequence[dict[str, Any]], reference: bool = True) -> list[float]:
+    """CPU-s of each epoch of a run's history (training + validation decoding), the study's one cost measure: in
+    the reference machine's seconds (machine_speed.reference_cpu_s), or as measured (`reference` False)."""
     return [
-        e["train_cpu_s"] + e.get("valid_decode_cpu_s", 0.0)
+        reference_cpu_s(cpu, e) if reference else cpu
         for e in history
         if e.get("train_cpu_s") is not None
+        for cpu in [e["train_cpu_s"] + e.get("valid_decode_cpu_s", 0.0)]
     ]
 
 
 def _cpu_s_per_epoch(history: Sequence[dict[str, Any]]) -> float:
-    return statistics.fmean(epoch_cpu_s(history))
+    """As measured: a status line speaks of the machine the run trains on."""
+    return statistics.fmean(epoch_cpu_s(history, reference=False))
 
 
 def hours_left(name: str, seed: int, args: argparse.Namespace) -> float | None:
-    """CPU-hours NAME's run with SEED still needs, its final scoring counted as one more epoch, at the CPU-s per
-    epoch depth_report.remaining prices it with (its own epochs so far, else its row's or its cost class's
-    finished or started runs, else an estimate), as the report prices it; None when nothing prices it."""
+    """CPU-hours NAME's run with SEED still needs on the reference machine, its final scoring counted as one more
+    epoch, at the CPU-s per epoch depth_report.remaining prices it with (its own epochs so far, else its row's or
+    its cost class's finished or started runs, else an estimate), as the report prices it; None when nothing
+    prices it."""
     from depth_pricing import prior_rates, remaining, started_runs
     from depth_report import load_records
 
@@ -639,20 +648,24 @@ def triggered(args: argparse.Namespace) -> list[str]:
 WALL_PER_CPU = 1.15
 
 
-def too_late(name: str, seed: int, args: argparse.Namespace, end: float) -> str:
-    """Why NAME's run with SEED should not start before `end` (`--until`): it would not finish by then, or its
-    cost is unknown; "" when it fits. A run that cannot finish by the deadline is not begun, so a sitting leaves
-    no half-trained run behind for a machine that may not be handed on; with `--kept` (the machine is kept between
-    sittings) every run may begin: it stops at the deadline and `--reuse` resumes it in a later sitting."""
+def too_late(name: str, seed: int, args: argparse.Namespace, end: float, factor: float = 1.0) -> str:
+    """Why NAME's run with SEED should not start before `end` (`--until`) on a machine FACTOR times slower than
+    the reference one (machine_speed.machine_factor): it would not finish by then, or its cost is unknown; ""
+    when it fits. A run that cannot finish by the deadline is not begun, so a sitting leaves no half-trained run
+    behind for a machine that may not be handed on; with `--kept` (the machine is kept between sittings) every
+    run may begin: it stops at the deadline and `--reuse` resumes it in a later sitting."""
     if args.kept:
         return ""
     hours = hours_left(name, seed, args)
     if hours is None:
         return f"its cost is unknown (no row of its cost class has finished) and --until {args.until} is set"
-    finish_at = time.time() + hours * 3600 * WALL_PER_CPU
+    finish_at = time.time() + hours * factor * 3600 * WALL_PER_CPU
     if finish_at > end:
         at = time.strftime("%H:%M", time.localtime(finish_at))
-        return f"it needs ≈ {hours:.1f} CPU-hours, to about {at}, past --until {args.until}"
+        return (
+            f"it needs ≈ {hours * factor:.1f} CPU-hours here ({hours:.1f} on the reference machine), to about "
+            f"{at}, past --until {args.until}"
+        )
     return ""
 
 
@@ -729,6 +742,11 @@ def orchestrate(args: argparse.Namespace) -> None:
             raise SystemExit(f"error: {why}")
     todo += retrain
     end = deadline(args.until) if args.until else None
+    factor = 1.0
+    if end is not None and not args.kept:
+        probe = probe_ms()
+        factor = machine_factor(probe)
+        print(describe(probe), flush=True)
     running: list[tuple[str, int, subprocess.Popen]] = []
     failed: list[str] = []
     begun: set[tuple[str, int]] = set()
@@ -737,7 +755,7 @@ def orchestrate(args: argparse.Namespace) -> None:
         while todo and len(running) < args.jobs:
             name, seed = todo.pop(0)
             begun.add((name, seed))
-            late = end is not None and too_late(name, seed, args, end)
+            late = end is not None and too_late(name, seed, args, end, factor)
             if late:
                 print(f"[{name} seed {seed}] not started: {late}", flush=True)
                 continue

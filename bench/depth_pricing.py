@@ -86,14 +86,15 @@ def remaining(
     partial: dict[tuple[str, int], Sequence[dict[str, Any]]] | None = None,
     prior: dict[tuple[Any, ...], float] | None = None,
 ) -> list[dict[str, Any]]:
-    """The planned runs without a record, each with its CPU-hours still to go: (epochs − epochs already done) ×
-    the mean CPU-s per epoch (training + validation decoding) of a started run's own epochs (`partial`: its
-    history so far; `basis` "own"), else of the row's other seeds, finished or started ("row"), else of the rows of
-    the same `cost_class` (depth and decoder passes; "class"), finished or started. A class no run has measured
-    is priced from PRIOR (`prior_rates`) × the median ratio of this study's rate to the prior's over the
-    classes both measured (`basis` "prior"); a class neither has, from the deepest class no deeper in encoder or
-    decoder with the same decoder passes × the ratio of their layer applications ("scaled": likely an overestimate,
-    since the embeddings, output layer and search do not grow with depth); None (unknown) where there is none."""
+    """The planned runs without a record, each with its CPU-hours still to go on the reference machine
+    (machine_speed): (epochs − epochs already done) × the mean CPU-s per epoch (training + validation decoding) of a
+    started run's own epochs (`partial`: its history so far; `basis` "own"), else of the row's other seeds, finished
+    or started ("row"), else of the rows of the same `cost_class` (depth and decoder passes; "class"), finished or
+    started. A class no run has measured is priced from PRIOR (`prior_rates`) × the median ratio of this study's
+    rate to the prior's over the classes both measured (`basis` "prior"); a class neither has, from the deepest
+    class no deeper in encoder or decoder with the same decoder passes × the ratio of their layer applications
+    ("scaled": likely an overestimate, since the embeddings, output layer and search do not grow with depth); None
+    (unknown) where there is none."""
     partial = partial or {}
     prior = prior or {}
     per_class: dict[tuple[Any, ...], list[float]] = {}
@@ -233,7 +234,7 @@ def progress(
     if known:
         estimated = sum(x["basis"] == "prior" for x in left)
         scaled = sum(x["basis"] == "scaled" for x in left)
-        text += f", about {hours_text(sum(known))} for the {len(known)} whose cost can be priced"
+        text += f", about {hours_text(sum(known))} (reference machine) for the {len(known)} whose cost can be priced"
         if estimated or scaled:
             how = [f"{estimated} estimated from the 12-epoch study"] * bool(estimated)
             how += [f"{scaled} scaled up from a shallower depth"] * bool(scaled)

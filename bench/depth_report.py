@@ -53,6 +53,7 @@ from depth_pricing import (
     remaining,
     started_runs,
 )
+from machine_speed import reference_cpu_s
 from paper_curves import paper_curves, paper_rows, per_epoch
 
 from deep_nmt_hf.significance import holm, seeded_paired_bootstrap
@@ -127,8 +128,8 @@ def seed_summary(record: dict[str, Any]) -> dict[str, Any]:
     best = (test or {}).get("best") or {}
     nll_avg = (nll or {}).get("averaged") or {}
     slope = valid_slope(history)
-    train_cpu = [e["train_cpu_s"] for e in history if e.get("train_cpu_s") is not None]
-    all_cpu = [e["train_cpu_s"] + e.get("valid_decode_cpu_s", 0.0) for e in history if e.get("train_cpu_s")]
+    train_cpu = [reference_cpu_s(e["train_cpu_s"], e) for e in history if e.get("train_cpu_s") is not None]
+    all_cpu = study.epoch_cpu_s(history)
     return {
         "seed": record["seed"],
         "epochs": record.get("epochs"),
@@ -548,7 +549,9 @@ def settings_markdown(
 
 COLUMNS = (
     "Columns: params in millions; seeds = runs behind the row; CPU-s/epoch = training CPU seconds per epoch "
-    "(one thread); BLEU / chrF / TER of the averaged model (avg) and BLEU of the best-validation checkpoint (best), "
+    "(one thread; on the reference machine: an epoch another machine trained is scaled by the ratio of the two "
+    "machines' speed probes, bench/machine_speed.py); BLEU / chrF / TER of the averaged model (avg) and BLEU of "
+    "the best-validation checkpoint (best), "
     "mean ± sd over seeds; slope = least-squares slope of the validation loss over the last "
     f"{SLOPE_EPOCHS} epochs, nats per epoch, mean over seeds; end = flat when |slope| < {FLAT:g} nats/epoch, "
     "otherwise still improving (falling) or rising; gap = eval-mode token NLL on validation minus training pairs "
@@ -722,7 +725,7 @@ def plot(records: dict[str, list[dict[str, Any]]], path: Path, title: str) -> No
         for r in recs:
             total = 0.0
             for i, e in enumerate(r.get("history") or []):
-                total += e.get("train_cpu_s") or 0.0
+                total += reference_cpu_s(e.get("train_cpu_s") or 0.0, e)
                 if e.get("valid_bleu") is not None:
                     hours.setdefault(i, []).append(total / 3600)
                     bleu.setdefault(i, []).append(e["valid_bleu"])
@@ -739,7 +742,9 @@ def plot(records: dict[str, list[dict[str, Any]]], path: Path, title: str) -> No
         title="learning rate: the anneal",
     )
     cost.set(
-        xlabel="training CPU-hours", ylabel="validation BLEU (beam 4)", title="BLEU against training cost"
+        xlabel="training CPU-hours (reference machine)",
+        ylabel="validation BLEU (beam 4)",
+        title="BLEU against training cost",
     )
     norm.set(xlabel="epoch", ylabel="mean gradient norm (before clipping)", title="gradient norm per epoch")
     norm.set_yscale("log")

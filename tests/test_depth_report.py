@@ -19,6 +19,7 @@ import depth_pilot as pilot  # noqa: E402
 import depth_pricing as pricing  # noqa: E402
 import depth_report as report  # noqa: E402
 import depth_rows  # noqa: E402
+import machine_speed  # noqa: E402
 
 from deep_nmt_hf.significance import bleu_from_statistics, bleu_statistics, holm  # noqa: E402
 
@@ -696,6 +697,7 @@ def test_the_workers_stop_at_until(tmp_path: Path, monkeypatch) -> None:
 
     monkeypatch.setattr(study, "start_worker", start_worker)
     monkeypatch.setattr(study, "hours_left", lambda name, seed, a: 0.5 if name == "pre-18-6" else 1e-4)
+    monkeypatch.setattr(study, "probe_ms", lambda: machine_speed.REFERENCE_PROBE_MS)  # a reference machine
     begun = time.time()
     monkeypatch.setattr(study, "deadline", lambda until, now=None: begun + 3)
     a = argparse.Namespace(

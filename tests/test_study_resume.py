@@ -57,6 +57,7 @@ def tiny_study(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> argparse.Name
     tokenizer = train_tokenizer(texts, vocab_size=80)
     monkeypatch.setattr(study, "multi30k_tokenizer", lambda vocab_size: tokenizer)
     monkeypatch.setattr(study, "multi30k_pairs", lambda split, limit=None: splits[split][:limit])
+    monkeypatch.setattr(study, "probe_ms", lambda: 123.0)  # machine_speed's probe: tested on its own
     options = "--epochs 3 --warmup-scale 0.001 --d-model 16 --vocab-size 80 --max-tokens 96 --max-length 16 "
     options += "--valid-sentences 12 --max-test-samples 12 --average 2"
     return study.build_parser().parse_args(options.split())
@@ -94,6 +95,7 @@ def test_a_run_stopped_after_an_epoch_and_resumed_ends_as_one_without_a_stop(
 
     (once, once_model), (resumed, resumed_model) = ends["at once"], ends["stopped and resumed"]
     assert [e["epoch"] for e in resumed["history"]] == [1.0, 2.0, 3.0]
+    assert [e["probe_ms"] for e in resumed["history"]] == [123.0] * 3  # every epoch names its machine's speed
     steps = [e["step"] for e in once["history"]]
     assert trained == {"at once": steps[-1], "stopped and resumed": steps[-1] - steps[0]}  # it resumed
     assert [e["step"] for e in resumed["history"]] == [e["step"] for e in once["history"]]

@@ -1,0 +1,129 @@
+"""How fast a machine trains the depth study's kind of model: one fixed probe, so that CPU-seconds measured on
+different machines can be compared, summed and priced (bench/depth_multi30k.py, depth_pricing, depth_report).
+
+The same study ran on machines whose CPU-seconds differ by more than 2× for the same epoch of the same row. Every
+epoch a worker records carries `probe_ms`: the CPU-ms per training step of the probe on the worker's machine
+(`probe_ms()`), and every cost the study reports is in seconds of the reference machine (the one that trained the
+study's first 40 runs, whose epochs carry no probe): CPU-s × REFERENCE_PROBE_MS / probe_ms (`reference_cpu_s`).
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+# the probe of the machine that trained the records whose epochs carry no `probe_ms` (the reference machine), not
+# measured there (it was not handed on) but inferred by `infer_reference` from the rows trained on both it and a
+# probed machine: shared-18-6 and dsinit-matt-18-6-low-dropout, seed 1 there and seed 2 on a machine 2.3× slower
+REFERENCE_PROBE_MS = 165.0
+
+
+def probe_ms(steps: int = 20, warmup: int = 3) -> float:
+    """Median CPU-ms (process time, one torch thread) of one training step — forward, backward, AdamW update — of
+    a fixed stock MarianMTModel 6-6 at the study's width (d 64, FFN 256, 2 heads, vocabulary 4000) on a fixed
+    random batch of 48 sentence pairs of 32 tokens, as the study's 1536-token batches; `warmup` steps first."""
+    import torch
+    from transformers import MarianConfig, MarianMTModel
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        generator = torch.Generator().manual_seed(0)
+        torch.manual_seed(0)
+        config = MarianConfig(
+            vocab_size=4000,
+            d_model=64,
+            encoder_layers=6,
+            decoder_layers=6,
+            encoder_ffn_dim=256,
+            decoder_ffn_dim=256,
+            encoder_attention_heads=2,
+            decoder_attention_heads=2,
+            max_position_embeddings=64,
+            pad_token_id=0,
+            eos_token_id=1,
+            decoder_start_token_id=0,
+        )
+        model = MarianMTModel(config).train()
+        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+        source = torch.randint(2, 4000, (48, 32), generator=generator)
+        target = torch.randint(2, 4000, (48, 32), generator=generator)
+        times = []
+        for step in range(warmup + steps):
+            start = time.process_time()
+            loss = model(input_ids=source, labels=target).loss
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad()
+            if step >= warmup:
+                times.append(1000 * (time.process_time() - start))
+        return statistics.median(times)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def reference_cpu_s(cpu_s: float, entry: dict[str, Any]) -> float:
+    """CPU-s measured in the epoch ENTRY, in the reference machine's seconds (unchanged where the entry carries no
+    `probe_ms`: the reference machine trained it)."""
+    probe = entry.get("probe_ms")
+    return cpu_s * REFERENCE_PROBE_MS / probe if probe else cpu_s
+
+
+def infer_reference(records: dict[str, list[dict[str, Any]]]) -> dict[str, float]:
+    """Per row trained on both the reference machine (epochs without `probe_ms`) and probed machines: the
+    reference machine's probe that makes their CPU-s per epoch agree, probe × reference rate / probed rate (the
+    rate a mean over the row's epochs of each kind, training + validation decoding)."""
+    out = {}
+    for name, recs in records.items():
+        entries = [e for r in recs for e in r.get("history") or [] if e.get("train_cpu_s") is not None]
+        legacy = [_epoch(e) for e in entries if not e.get("probe_ms")]
+        probed = [e for e in entries if e.get("probe_ms")]
+        if legacy and probed:
+            rate = statistics.fmean(_epoch(e) for e in probed)
+            probe = statistics.fmean(e["probe_ms"] for e in probed)
+            out[name] = probe * statistics.fmean(legacy) / rate
+    return out
+
+
+def _epoch(entry: dict[str, Any]) -> float:
+    return entry["train_cpu_s"] + entry.get("valid_decode_cpu_s", 0.0)
+
+
+def boot_time() -> float | None:
+    """When this machine booted (epoch seconds, from /proc/stat), None where that cannot be read."""
+    try:
+        for line in Path("/proc/stat").read_text().splitlines():
+            if line.startswith("btime "):
+                return float(line.split()[1])
+    except OSError:
+        pass
+    return None
+
+
+def stamp_since_boot(
+    history: Sequence[dict[str, Any]], written: Sequence[float | None], probe: float, booted: float | None
+) -> list[dict[str, Any]]:
+    """HISTORY with `probe` stamped on the epochs that carry none and whose checkpoint was WRITTEN (mtime, None:
+    no checkpoint) since this machine BOOTED: this machine trained them (a resumed run's epochs from before the
+    probe existed). The others keep no probe: the reference machine trained them, or a machine not known."""
+    out = []
+    for entry, at in zip(history, written, strict=True):
+        mine = booted is not None and at is not None and at >= booted and not entry.get("probe_ms")
+        out.append({**entry, "probe_ms": probe} if mine else dict(entry))
+    return out
+
+
+def machine_factor(probe: float) -> float:
+    """How many of this machine's CPU-s one reference CPU-s takes, from this machine's PROBE."""
+    return probe / REFERENCE_PROBE_MS
+
+
+def describe(probe: float) -> str:
+    """One line: this machine's PROBE against the reference machine's."""
+    return (
+        f"this machine's probe: {probe:.0f} CPU-ms per step, {machine_factor(probe):.2f}× the reference "
+        f"machine's {REFERENCE_PROBE_MS:.0f}: its CPU-s count as {1 / machine_factor(probe):.2f} reference CPU-s"
+    )
