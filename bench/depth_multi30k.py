@@ -46,8 +46,8 @@ averaged; they load with AutoModelForSeq2SeqLM) live in
 ``~/.cache/deep_nmt_bench/depth-annealed/e{EPOCHS}/ROW/seed{S}/`` ($DEEP_NMT_BENCH_CACHE moves it), so the study
 spans sittings: ``--reuse`` resumes unfinished runs from their last epoch checkpoint (end the workers before CI or
 timing benches run on the machine; ``--until HH:MM`` ends them then, and starts only runs that its measured CPU-s
-per epoch say will finish before it, so a sitting leaves no half-trained run for a machine that may not be kept;
-``--kept`` on a kept machine starts longer runs too). Each finished run writes its record, numbers only, to
+per epoch, at this machine's speed, say will finish before it, so a sitting leaves no half-trained run for a
+machine that may not be kept; ``--kept`` on a kept machine starts longer runs too). Each finished run writes its record, numbers only, to
 ``bench/results/depth_multi30k/e{EPOCHS}/ROW/seed{S}.json`` and its final (averaged) weights in float16 beside it,
 ``seed{S}.averaged.safetensors`` (study_weights.py; both committed, since a machine is not always handed on:
 `load_averaged` reloads a run's model on any machine; a finished run whose weights were lost with its machine is
@@ -808,8 +808,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--until",
         metavar="HH:MM",
-        help="end of the sitting: start only runs that finish before it (by their measured CPU-s per epoch), "
-        "and stop the workers at it (they resume from their last epoch checkpoint)",
+        help="end of the sitting: start only runs that finish before it (by their measured CPU-s per epoch, "
+        "scaled by this machine's speed probe: machine_speed.py), and stop the workers at it (they resume from "
+        "their last epoch checkpoint)",
     )
     parser.add_argument(
         "--kept",
