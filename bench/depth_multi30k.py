@@ -47,12 +47,13 @@ averaged; they load with AutoModelForSeq2SeqLM) live in
 spans sittings: ``--reuse`` resumes unfinished runs from their last epoch checkpoint (end the workers before CI or
 timing benches run on the machine; ``--until HH:MM`` ends them then, and starts only runs that its measured CPU-s
 per epoch, at this machine's speed, say will finish before it, so a sitting leaves no half-trained run for a
-machine that may not be kept; ``--kept`` on a kept machine starts longer runs too). Each finished run writes its record, numbers only, to
-``bench/results/depth_multi30k/e{EPOCHS}/ROW/seed{S}.json`` and its final (averaged) weights in float16 beside it,
-``seed{S}.averaged.safetensors`` (study_weights.py; both committed, since a machine is not always handed on:
-`load_averaged` reloads a run's model on any machine; a finished run whose weights were lost with its machine is
-re-trained last with the same seed, and its record keeps what the first run measured); the report
-(bench/depth_report.py) is rebuilt from the records.
+machine that may not be kept; ``--kept`` on a kept machine starts longer runs too). Each finished run writes its
+record, numbers only, to ``bench/results/depth_multi30k/e{EPOCHS}/ROW/seed{S}.json`` and its final (averaged)
+weights in float16 beside it, ``seed{S}.averaged.safetensors`` (study_weights.py; both committed, since a machine
+is not always handed on: `load_averaged` reloads a run's model on any machine; a finished run whose weights were
+lost with its machine is re-trained last with the same seed, and its record keeps what the first run measured);
+the report (bench/depth_report.py) is rebuilt from the records. Costs are CPU-s of one reference machine: every
+epoch carries its machine's speed probe (machine_speed.py).
 
     nice -n 19 python bench/depth_multi30k.py --reuse           # the plan (~55 CPU-hours; resumable)
     nice -n 19 python bench/depth_multi30k.py --reuse --until 17:15   # a sitting: only runs that end by then

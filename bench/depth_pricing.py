@@ -234,7 +234,9 @@ def progress(
     if known:
         estimated = sum(x["basis"] == "prior" for x in left)
         scaled = sum(x["basis"] == "scaled" for x in left)
-        text += f", about {hours_text(sum(known))} (reference machine) for the {len(known)} whose cost can be priced"
+        text += (
+            f", about {hours_text(sum(known))} (reference machine) for the {len(known)} whose cost is known"
+        )
         if estimated or scaled:
             how = [f"{estimated} estimated from the 12-epoch study"] * bool(estimated)
             how += [f"{scaled} scaled up from a shallower depth"] * bool(scaled)
