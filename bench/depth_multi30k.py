@@ -90,7 +90,14 @@ from common import (
     study_trainer,
 )
 from depth_rows import HEADLINE, HEADLINE_SEEDS, IF_FAILS, IF_TRAINS, MODELS, SECOND_SEED, stages
-from machine_speed import boot_time, describe, machine_factor, probe_ms, reference_cpu_s, stamp_since_boot
+from machine_speed import (
+    boot_time,
+    describe,
+    machine_factor,
+    machine_probe,
+    reference_cpu_s,
+    stamp_since_boot,
+)
 from quality_multi30k import model_from_fields
 
 from deep_nmt_hf.atomic import atomic_write
@@ -247,7 +254,9 @@ def train_model(name: str, seed: int, args: argparse.Namespace) -> None:
     checkpoints = _epoch_checkpoints(trainer_dir)
     resume = checkpoints[-1][1] if checkpoints else None
     history = [e for e in _read_json(history_path, []) if resume and e["epoch"] <= checkpoints[-1][0] + 1e-6]
-    probe = probe_ms()  # this machine's speed, stamped on every epoch it trains (machine_speed)
+    probe = machine_probe(
+        STUDY_CACHE
+    )  # this machine's speed, stamped on every epoch it trains (machine_speed)
     written = {epoch: path.stat().st_mtime for epoch, path in checkpoints}
     history = stamp_since_boot(history, [written.get(e["epoch"]) for e in history], probe, boot_time())
     if resume is not None and row.variant == "admin":
@@ -300,7 +309,7 @@ def train_model(name: str, seed: int, args: argparse.Namespace) -> None:
                     "step": state.global_step,
                     "train_cpu_s": round(self.cpu, 1),
                     "valid_decode_cpu_s": round(time.process_time() - cpu, 1),
-                    "probe_ms": round(probe, 1),
+                    "probe_ms": probe,
                     "train_loss": sum(e["loss"] for e in logs) / len(logs) if logs else None,
                     "grad_norm": sum(norms) / len(norms) if norms else None,
                     "learning_rate": rate,
@@ -743,11 +752,8 @@ def orchestrate(args: argparse.Namespace) -> None:
             raise SystemExit(f"error: {why}")
     todo += retrain
     end = deadline(args.until) if args.until else None
-    factor = 1.0
-    if end is not None and not args.kept:
-        probe = probe_ms()
-        factor = machine_factor(probe)
-        print(describe(probe), flush=True)
+    probe = machine_probe(STUDY_CACHE)  # before the workers, which stamp it on their epochs
+    print(describe(probe), flush=True)
     running: list[tuple[str, int, subprocess.Popen]] = []
     failed: list[str] = []
     begun: set[tuple[str, int]] = set()
@@ -756,7 +762,7 @@ def orchestrate(args: argparse.Namespace) -> None:
         while todo and len(running) < args.jobs:
             name, seed = todo.pop(0)
             begun.add((name, seed))
-            late = end is not None and too_late(name, seed, args, end, factor)
+            late = end is not None and too_late(name, seed, args, end, machine_factor(probe))
             if late:
                 print(f"[{name} seed {seed}] not started: {late}", flush=True)
                 continue

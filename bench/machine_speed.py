@@ -2,13 +2,17 @@
 different machines can be compared, summed and priced (bench/depth_multi30k.py, depth_pricing, depth_report).
 
 The same study ran on machines whose CPU-seconds differ by more than 2× for the same epoch of the same row. Every
-epoch a worker records carries `probe_ms`: the CPU-ms per training step of the probe on the worker's machine
-(`probe_ms()`), and every cost the study reports is in seconds of the reference machine (the one that trained the
-study's first 40 runs, whose epochs carry no probe): CPU-s × REFERENCE_PROBE_MS / probe_ms (`reference_cpu_s`).
+epoch a worker records carries `probe_ms`: the CPU-ms per training step of the probe on the worker's machine,
+measured once per boot (`machine_probe`), and every cost the study reports is in seconds of the reference machine
+(the one that trained the study's first 40 runs, whose epochs carry no probe): CPU-s × REFERENCE_PROBE_MS /
+probe_ms (`reference_cpu_s`). On a shared 2-core machine single steps vary by ±20% and epochs by ±10%; the probe
+is the median of 60 steps, good to about 10%: enough to undo a 2× difference between machines, not to rank rows
+whose costs differ by less.
 """
 
 from __future__ import annotations
 
+import json
 import statistics
 import time
 from collections.abc import Sequence
@@ -21,7 +25,7 @@ from typing import Any
 REFERENCE_PROBE_MS = 165.0
 
 
-def probe_ms(steps: int = 20, warmup: int = 3) -> float:
+def probe_ms(steps: int = 60, warmup: int = 3) -> float:
     """Median CPU-ms (process time, one torch thread) of one training step — forward, backward, AdamW update — of
     a fixed stock MarianMTModel 6-6 at the study's width (d 64, FFN 256, 2 heads, vocabulary 4000) on a fixed
     random batch of 48 sentence pairs of 32 tokens, as the study's 1536-token batches; `warmup` steps first."""
@@ -92,6 +96,34 @@ def _epoch(entry: dict[str, Any]) -> float:
     return entry["train_cpu_s"] + entry.get("valid_decode_cpu_s", 0.0)
 
 
+def boot_id() -> str | None:
+    """This boot's id (/proc/sys/kernel/random/boot_id), None where it cannot be read."""
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip() or None
+    except OSError:
+        return None
+
+
+def machine_probe(cache: Path) -> float:
+    """This machine's `probe_ms`, measured once per boot and kept in CACHE/machine-probe.json, so every run of a
+    sitting is stamped with the same value (measured afresh where the boot cannot be told)."""
+    path, here = cache / "machine-probe.json", boot_id()
+    try:
+        saved = json.loads(path.read_text())
+    except (OSError, ValueError):
+        saved = {}
+    if here is not None and saved.get("boot_id") == here:
+        return float(saved["probe_ms"])
+    probe = round(probe_ms(), 1)
+    if here is not None:
+        from deep_nmt_hf.atomic import atomic_write
+
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with atomic_write(path) as handle:
+            handle.write(json.dumps({"boot_id": here, "probe_ms": probe}) + "\n")
+    return probe
+
+
 def boot_time() -> float | None:
     """When this machine booted (epoch seconds, from /proc/stat), None where that cannot be read."""
     try:
@@ -106,12 +138,13 @@ def boot_time() -> float | None:
 def stamp_since_boot(
     history: Sequence[dict[str, Any]], written: Sequence[float | None], probe: float, booted: float | None
 ) -> list[dict[str, Any]]:
-    """HISTORY with `probe` stamped on the epochs that carry none and whose checkpoint was WRITTEN (mtime, None:
-    no checkpoint) since this machine BOOTED: this machine trained them (a resumed run's epochs from before the
-    probe existed). The others keep no probe: the reference machine trained them, or a machine not known."""
+    """HISTORY with this boot's `probe` stamped on the epochs whose checkpoint was WRITTEN (mtime, None: no
+    checkpoint) since this machine BOOTED: this machine trained them, so they carry its one probe (a resumed run's
+    epochs from before the probe existed, or stamped by an earlier probe of this boot). The others keep theirs, or
+    none: the reference machine trained them, or a machine not known."""
     out = []
     for entry, at in zip(history, written, strict=True):
-        mine = booted is not None and at is not None and at >= booted and not entry.get("probe_ms")
+        mine = booted is not None and at is not None and at >= booted
         out.append({**entry, "probe_ms": probe} if mine else dict(entry))
     return out
 

@@ -357,6 +357,7 @@ def test_a_run_that_ends_replans_the_sitting(tmp_path: Path, monkeypatch) -> Non
     monkeypatch.setattr(study, "RECORDS", tmp_path / "records")
     monkeypatch.setattr(study, "multi30k_dir", lambda: tmp_path)
     monkeypatch.setattr(study, "multi30k_tokenizer", lambda vocab_size: None)
+    monkeypatch.setattr(study, "machine_probe", lambda cache: machine_speed.REFERENCE_PROBE_MS)
     sleep = time.sleep
     monkeypatch.setattr(study.time, "sleep", lambda seconds: sleep(0.05))
     a = argparse.Namespace(**{**vars(args()), "until": None, "kept": False, "reuse": False, "jobs": 1})
@@ -689,6 +690,7 @@ def test_the_workers_stop_at_until(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setattr(study, "RECORDS", tmp_path / "records")
     monkeypatch.setattr(study, "multi30k_dir", lambda: tmp_path)
     monkeypatch.setattr(study, "multi30k_tokenizer", lambda vocab_size: None)
+    monkeypatch.setattr(study, "machine_probe", lambda cache: machine_speed.REFERENCE_PROBE_MS)
     started: list[tuple[str, subprocess.Popen]] = []
 
     def start_worker(name: str, seed: int, a: argparse.Namespace) -> subprocess.Popen:
@@ -697,7 +699,6 @@ def test_the_workers_stop_at_until(tmp_path: Path, monkeypatch) -> None:
 
     monkeypatch.setattr(study, "start_worker", start_worker)
     monkeypatch.setattr(study, "hours_left", lambda name, seed, a: 0.5 if name == "pre-18-6" else 1e-4)
-    monkeypatch.setattr(study, "probe_ms", lambda: machine_speed.REFERENCE_PROBE_MS)  # a reference machine
     begun = time.time()
     monkeypatch.setattr(study, "deadline", lambda until, now=None: begun + 3)
     a = argparse.Namespace(
@@ -730,6 +731,7 @@ def test_a_run_whose_weights_were_lost_is_retrained_last_and_keeps_its_first_num
     monkeypatch.setattr(study, "RECORDS", tmp_path / "records")
     monkeypatch.setattr(study, "multi30k_dir", lambda: tmp_path)
     monkeypatch.setattr(study, "multi30k_tokenizer", lambda vocab_size: None)
+    monkeypatch.setattr(study, "machine_probe", lambda cache: machine_speed.REFERENCE_PROBE_MS)
     a = argparse.Namespace(**{**vars(args()), "until": None, "kept": False, "reuse": False, "jobs": 1})
     a.status_every, a.only, a.seeds = 300.0, ["pre-18-6", "post-6-6", "admin-18-6", "post-18-6"], [1]
     first = record("post-6-6", 1, 0.3)

@@ -68,17 +68,31 @@ def test_until_prices_a_run_at_this_machines_speed(tmp_path: Path, monkeypatch: 
     )
 
 
-def test_a_resumed_run_stamps_the_epochs_this_machine_trained_before_the_probe() -> None:
-    """Epochs without a probe whose checkpoint was written since boot were trained here; older ones, or epochs
-    without a checkpoint, keep none; an epoch stamped by its own machine keeps that machine's probe."""
+def test_a_resumed_run_stamps_the_epochs_this_machine_trained_with_its_probe() -> None:
+    """Epochs whose checkpoint was written since boot were trained here and carry this boot's probe (stamped or
+    not before); older ones, or epochs without a checkpoint, keep what they carry."""
     booted = 1000.0
-    history = [epoch(100.0), epoch(100.0), epoch(200.0, 500.0), epoch(100.0)]
-    stamped = machine_speed.stamp_since_boot(history, [900.0, 1100.0, 1200.0, None], 400.0, booted)
-    assert [e.get("probe_ms") for e in stamped] == [None, 400.0, 500.0, None]
+    history = [epoch(100.0), epoch(100.0), epoch(200.0, 500.0), epoch(100.0), epoch(300.0, 600.0)]
+    written = [900.0, 1100.0, 1200.0, None, 900.0]
+    stamped = machine_speed.stamp_since_boot(history, written, 400.0, booted)
+    assert [e.get("probe_ms") for e in stamped] == [None, 400.0, 400.0, None, 600.0]
     assert "probe_ms" not in history[1]  # the input is not changed
-    unknown = machine_speed.stamp_since_boot(history, [1100.0] * 4, 400.0, None)  # no /proc/stat
-    assert [e.get("probe_ms") for e in unknown] == [None, None, 500.0, None]
+    unknown = machine_speed.stamp_since_boot(history, [1100.0] * 5, 400.0, None)  # no /proc/stat
+    assert [e.get("probe_ms") for e in unknown] == [None, None, 500.0, None, 600.0]
     assert machine_speed.boot_time() is None or machine_speed.boot_time() < time.time()
+
+
+def test_the_probe_is_measured_once_per_boot(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    measured = []
+    monkeypatch.setattr(machine_speed, "probe_ms", lambda: measured.append(1) or 100.0 + len(measured))
+    monkeypatch.setattr(machine_speed, "boot_id", lambda: "boot-a")
+    assert machine_speed.machine_probe(tmp_path) == machine_speed.machine_probe(tmp_path) == 101.0
+    assert len(measured) == 1  # every run of the boot is stamped with one value
+    monkeypatch.setattr(machine_speed, "boot_id", lambda: "boot-b")  # a new boot, perhaps a new machine
+    assert machine_speed.machine_probe(tmp_path) == 102.0
+    monkeypatch.setattr(machine_speed, "boot_id", lambda: None)  # cannot tell: measured each time, not kept
+    assert machine_speed.machine_probe(tmp_path) == 103.0
+    assert machine_speed.machine_probe(tmp_path) == 104.0
 
 
 def test_the_reference_probe_agrees_with_the_rows_trained_on_both_machines() -> None:

@@ -57,7 +57,7 @@ def tiny_study(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> argparse.Name
     tokenizer = train_tokenizer(texts, vocab_size=80)
     monkeypatch.setattr(study, "multi30k_tokenizer", lambda vocab_size: tokenizer)
     monkeypatch.setattr(study, "multi30k_pairs", lambda split, limit=None: splits[split][:limit])
-    monkeypatch.setattr(study, "probe_ms", lambda: 123.0)  # machine_speed's probe: tested on its own
+    monkeypatch.setattr(study, "machine_probe", lambda cache: 123.0)  # tested in test_machine_speed.py
     options = "--epochs 3 --warmup-scale 0.001 --d-model 16 --vocab-size 80 --max-tokens 96 --max-length 16 "
     options += "--valid-sentences 12 --max-test-samples 12 --average 2"
     return study.build_parser().parse_args(options.split())
