@@ -53,7 +53,7 @@ from depth_pricing import (
     remaining,
     started_runs,
 )
-from machine_speed import reference_cpu_s
+from machine_speed import reference_cpu_s, reference_rate
 from paper_curves import paper_curves, paper_rows, per_epoch
 
 from deep_nmt_hf.significance import holm, seeded_paired_bootstrap
@@ -128,6 +128,7 @@ def seed_summary(record: dict[str, Any]) -> dict[str, Any]:
     best = (test or {}).get("best") or {}
     nll_avg = (nll or {}).get("averaged") or {}
     slope = valid_slope(history)
+    decode = averaged.get("decode_tokens_per_cpu_s")  # scored by the worker of the last epoch, on its machine
     train_cpu = [reference_cpu_s(e["train_cpu_s"], e) for e in history if e.get("train_cpu_s") is not None]
     all_cpu = study.epoch_cpu_s(history)
     return {
@@ -142,7 +143,7 @@ def seed_summary(record: dict[str, Any]) -> dict[str, Any]:
         "ter": averaged.get("ter"),
         "bleu_best": best.get("bleu"),
         "length_ratio": averaged.get("length_ratio"),
-        "decode_tokens_per_cpu_s": averaged.get("decode_tokens_per_cpu_s"),
+        "decode_tokens_per_cpu_s": reference_rate(decode, history[-1]) if decode and history else decode,
         "gap": nll_avg["val"] - nll_avg["train"] if nll_avg else None,
         "src": nll_avg["val_wrong_source"] - nll_avg["val"] if nll_avg else None,
         "final_valid_loss": history[-1]["valid_loss"] if history else None,
@@ -557,7 +558,8 @@ COLUMNS = (
     "otherwise still improving (falling) or rising; gap = eval-mode token NLL on validation minus training pairs "
     "(over-fitting); src = validation NLL with every source replaced by another sentence's minus the true one "
     "(source reliance: near 0, the decoder ignores the source); len = hypothesis / reference length on test (below "
-    "1 BLEU's brevity penalty bites); gap, src and len of the averaged model."
+    "1 BLEU's brevity penalty bites); gap, src and len of the averaged model; decode tok/CPU-s = test tokens the "
+    "averaged model decodes per CPU-s, on the reference machine as CPU-s/epoch."
 )
 
 

@@ -77,6 +77,12 @@ def reference_cpu_s(cpu_s: float, entry: dict[str, Any]) -> float:
     return cpu_s * REFERENCE_PROBE_MS / probe if probe else cpu_s
 
 
+def reference_rate(per_cpu_s: float, entry: dict[str, Any]) -> float:
+    """A rate per CPU-s (tokens decoded, say) measured on the machine of the epoch ENTRY, per reference CPU-s."""
+    probe = entry.get("probe_ms")
+    return per_cpu_s * probe / REFERENCE_PROBE_MS if probe else per_cpu_s
+
+
 def infer_reference(records: dict[str, list[dict[str, Any]]]) -> dict[str, float]:
     """Per row trained on both the reference machine (epochs without `probe_ms`) and probed machines: the
     reference machine's probe that makes their CPU-s per epoch agree, probe × reference rate / probed rate (the

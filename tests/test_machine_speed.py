@@ -42,7 +42,10 @@ def test_epochs_of_a_slower_machine_count_in_reference_seconds() -> None:
     assert study.epoch_cpu_s(history) == pytest.approx([100.0, 100.0])
     assert study.epoch_cpu_s(history, reference=False) == pytest.approx([100.0, 250.0])
     assert study._cpu_s_per_epoch(history) == pytest.approx(175.0)
-    summary = report.seed_summary({"seed": 1, "history": history})
+    summary = report.seed_summary(
+        {"seed": 1, "history": history, "test": {"averaged": {"decode_tokens_per_cpu_s": 1000.0}}}
+    )
+    assert summary["decode_tokens_per_cpu_s"] == pytest.approx(2500.0)  # scored on the slower machine
     assert summary["cpu_s_per_epoch"] == pytest.approx(100.0)
     assert summary["train_cpu_s_per_epoch"] == pytest.approx((90.0 + 240.0 / 2.5) / 2)
     assert summary["cpu_hours"] == pytest.approx(200.0 / 3600)
