@@ -21,8 +21,8 @@ from typing import Any
 
 # the probe of the machine that trained the records whose epochs carry no `probe_ms` (the reference machine), not
 # measured there (it was not handed on) but inferred by `infer_reference` from the rows trained on both it and a
-# probed machine (the eleventh sitting's, probe 433.9 ms): dsinit-matt-18-6-low-dropout 192 ms, shared-18-6 181
-# (its 25 epochs by then); their mean
+# probed machine (the eleventh sitting's, probe 433.9 ms): dsinit-matt-18-6-low-dropout 192 ms, shared-18-6 181;
+# their mean
 REFERENCE_PROBE_MS = 186.0
 
 
