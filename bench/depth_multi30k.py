@@ -95,6 +95,7 @@ from machine_speed import (
     describe,
     machine_factor,
     machine_probe,
+    measured_cpu_s,
     reference_cpu_s,
     stamp_since_boot,
 )
@@ -539,12 +540,8 @@ def forward_args(args: argparse.Namespace) -> list[str]:
 def epoch_cpu_s(history: Sequence[dict[str, Any]], reference: bool = True) -> list[float]:
     """CPU-s of each epoch of a run's history (training + validation decoding), the study's one cost measure: in
     the reference machine's seconds (machine_speed.reference_cpu_s), or as measured (`reference` False)."""
-    return [
-        reference_cpu_s(cpu, e) if reference else cpu
-        for e in history
-        if e.get("train_cpu_s") is not None
-        for cpu in [e["train_cpu_s"] + e.get("valid_decode_cpu_s", 0.0)]
-    ]
+    measured = [e for e in history if e.get("train_cpu_s") is not None]
+    return [reference_cpu_s(measured_cpu_s(e), e) if reference else measured_cpu_s(e) for e in measured]
 
 
 def _cpu_s_per_epoch(history: Sequence[dict[str, Any]]) -> float:

@@ -90,16 +90,17 @@ def infer_reference(records: dict[str, list[dict[str, Any]]]) -> dict[str, float
     out = {}
     for name, recs in records.items():
         entries = [e for r in recs for e in r.get("history") or [] if e.get("train_cpu_s") is not None]
-        legacy = [_epoch(e) for e in entries if not e.get("probe_ms")]
+        legacy = [measured_cpu_s(e) for e in entries if not e.get("probe_ms")]
         probed = [e for e in entries if e.get("probe_ms")]
         if legacy and probed:
-            rate = statistics.fmean(_epoch(e) for e in probed)
+            rate = statistics.fmean(measured_cpu_s(e) for e in probed)
             probe = statistics.fmean(e["probe_ms"] for e in probed)
             out[name] = probe * statistics.fmean(legacy) / rate
     return out
 
 
-def _epoch(entry: dict[str, Any]) -> float:
+def measured_cpu_s(entry: dict[str, Any]) -> float:
+    """The CPU-s of the epoch ENTRY as its machine measured them: training + validation decoding."""
     return entry["train_cpu_s"] + entry.get("valid_decode_cpu_s", 0.0)
 
 
@@ -134,12 +135,10 @@ def machine_probe(cache: Path) -> float:
 def boot_time() -> float | None:
     """When this machine booted (epoch seconds, from /proc/stat), None where that cannot be read."""
     try:
-        for line in Path("/proc/stat").read_text().splitlines():
-            if line.startswith("btime "):
-                return float(line.split()[1])
+        lines = Path("/proc/stat").read_text().splitlines()
     except OSError:
-        pass
-    return None
+        return None
+    return next((float(line.split()[1]) for line in lines if line.startswith("btime ")), None)
 
 
 def stamp_since_boot(
