@@ -167,15 +167,19 @@ def _how_priced(run: dict[str, Any]) -> str:
     )
 
 
+def epochs_done(run: dict[str, Any]) -> str:
+    """The words "1 epoch done" or "N epochs done" for a started run of `remaining`."""
+    done = run["epochs_done"]
+    return f"{done} epoch{'' if done == 1 else 's'} done"
+
+
 def not_finished_markdown(left: Sequence[dict[str, Any]]) -> str:
     """One line per row: the seeds still to run and their CPU cost (per epoch, measured on the run's own epochs,
     its row or its cost class, or estimated: `_how_priced`); seeds priced alike share one parenthesis."""
     lines = []
     for name in dict.fromkeys(x["row"] for x in left):
         runs = [x for x in left if x["row"] == name]
-        seeds = ", ".join(
-            f"{x['seed']}" + (f" ({x['epochs_done']} epochs done)" if x["epochs_done"] else "") for x in runs
-        )
+        seeds = ", ".join(f"{x['seed']}" + (f" ({epochs_done(x)})" if x["epochs_done"] else "") for x in runs)
         if all(x["cpu_hours"] is not None for x in runs):
             alike: dict[tuple[str, str], list[int]] = {}
             for x in runs:
@@ -210,9 +214,7 @@ def progress(
     extra = [(n, s) for n, s in planned if s != 1 and n in headline]
     extra_done = [run for run in extra if run in done]
     second = [(n, s) for n, s in planned if s == depth_rows.SECOND_SEED and n not in headline]
-    running = [
-        f"{x['row']} seed {x['seed']} ({x['epochs_done']} epochs done)" for x in left if x["epochs_done"]
-    ]
+    running = [f"{x['row']} seed {x['seed']} ({epochs_done(x)})" for x in left if x["epochs_done"]]
     known = [x["cpu_hours"] for x in left if x["cpu_hours"] is not None]
     unknown = [f"{x['row']} seed {x['seed']}" for x in left if x["cpu_hours"] is None]
     text = (
@@ -276,8 +278,6 @@ def lost_markdown(lost: Sequence[dict[str, Any]]) -> str:
     return "\n".join(
         f"- {x['row']} seed {x['seed']}: finished (its numbers are in the tables), but on a machine not handed on, "
         f"so its averaged weights were not kept; re-trained last with the same seed to keep them "
-        f"(≈ {hours_text(x['cpu_hours'])}"
-        + (f"; {x['epochs_done']} epochs done" if x["epochs_done"] else "")
-        + ")"
+        f"(≈ {hours_text(x['cpu_hours'])}" + (f"; {epochs_done(x)}" if x["epochs_done"] else "") + ")"
         for x in lost
     )

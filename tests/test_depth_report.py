@@ -470,6 +470,7 @@ def test_what_is_left_and_its_cost(records: dict) -> None:
     assert line.startswith(
         "- admin-18-6: seeds 4, 5 (3 epochs done); ≈ 0.5 CPU-hours ("
     )  # (1083 + 600) / 3600
+    assert [pricing.epochs_done({"epochs_done": n}) for n in (1, 3)] == ["1 epoch done", "3 epochs done"]
 
 
 def test_unmeasured_classes_are_priced_from_the_earlier_study(records: dict, tmp_path: Path) -> None:
