@@ -70,9 +70,9 @@ def load_records(root: Path, epochs: int) -> dict[str, list[dict[str, Any]]]:
     for path in sorted((root / f"e{epochs}").glob("*/seed*.json")):
         record = json.loads(path.read_text())
         found.setdefault(record["name"], []).append(record)
-    order = list(depth_rows.MODELS)
-    names = sorted(found, key=lambda n: (order.index(n) if n in order else len(order), n))
-    return {name: sorted(found[name], key=lambda r: r["seed"]) for name in names}
+    return {
+        name: sorted(found[name], key=lambda r: r["seed"]) for name in sorted(found, key=depth_rows.row_order)
+    }
 
 
 def budgets(root: Path) -> list[int]:

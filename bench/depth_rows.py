@@ -194,6 +194,12 @@ LATER = ("post-36-6", "admin-36-6", "deepnorm-36-6", "dsinit-matt-18-6-low-dropo
 SECOND_SEED = 2
 
 
+def row_order(name: str) -> tuple[int, str]:
+    """Sort key: rows in MODELS order, rows no longer in MODELS last (by name)."""
+    order = list(MODELS)
+    return (order.index(name) if name in order else len(order), name)
+
+
 def later(name: str) -> bool:
     """Whether NAME belongs to the rest (LATER) rather than the first pass: a conditional row joins the stage of the
     row it depends on (CONDITIONAL)."""

@@ -31,6 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import depth_multi30k as study  # noqa: E402
 from common import markdown_table, write_results  # noqa: E402
+from depth_rows import row_order  # noqa: E402
 
 NAME = "depth_multi30k_weights"
 SAME_SHARE = 0.9  # at least this share of the test sentences decode to the recorded statistics
@@ -41,21 +42,17 @@ def committed_runs(args: argparse.Namespace) -> list[tuple[str, int]]:
     """(row, seed) of every record of the `--epochs` budget with its weights committed beside it, in the
     study's row order."""
     root = study.records_root(args) / f"e{args.epochs}"
-    order = list(study.MODELS)
     runs = []
     for path in root.glob("*/seed*.averaged.safetensors"):
         name, seed = path.parent.name, int(path.name.split(".")[0].removeprefix("seed"))
         if study.record_path(name, seed, args).exists():
             runs.append((name, seed))
-    return sorted(runs, key=lambda run: (order.index(run[0]) if run[0] in order else len(order), run))
+    return sorted(runs, key=lambda run: (row_order(run[0]), run[1]))
 
 
 def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
     with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+        return hashlib.file_digest(handle, "sha256").hexdigest()
 
 
 def _versions() -> dict[str, str]:
@@ -75,6 +72,7 @@ def check_run(name: str, seed: int, args: argparse.Namespace) -> dict[str, Any]:
     if cached is not None and cached.get("key") == key:
         return cached["result"]
 
+    import numpy as np
     import torch
     from study_weights import load_weights, tokenizer_digest
 
@@ -96,7 +94,7 @@ def check_run(name: str, seed: int, args: argparse.Namespace) -> dict[str, Any]:
         "name": name,
         "seed": seed,
         "recorded_bleu": scored["bleu"],
-        "bleu": float(bleu_from_statistics([sum(column) for column in zip(*statistics, strict=True)])),
+        "bleu": float(bleu_from_statistics(np.sum(statistics, axis=0))),
         "sentences": len(recorded),
         "same_sentences": sum(a == b for a, b in zip(statistics, recorded, strict=True)),
         "weights_sha256": key["weights_sha256"],
@@ -192,11 +190,9 @@ def main(argv: list[str] | None = None) -> int:
     ]
     results = [check_run(name, seed, args) for name, seed in tqdm(runs, desc="reloading", unit="run")]
     markdown = report_markdown(results)
-    if args.only or args.seeds:
-        print(markdown)
-    else:
+    if not (args.only or args.seeds):  # a subset only prints
         write_results(NAME, {"same_share": SAME_SHARE, "max_delta": MAX_DELTA, "runs": results}, markdown)
-        print(markdown)
+    print(markdown)
     return 0 if all(r["reproduces"] for r in results) else 1
 
 
