@@ -304,11 +304,12 @@ CLAIMS = (
     ),
 )
 RULES = (
-    f"A row **fails** when one of its seeds diverged (non-finite training loss) or when its source reliance "
-    f"(validation NLL with every source replaced by another sentence's, minus the true one; averaged model, mean "
-    f"over seeds) is below {COLLAPSE_SHARE:g} × that of its 6-6 reference (the row its baseline chain ends in: "
-    f"post-6-6, pre-6-6 or marian-6-6; {SRC_FLOOR:g} nats where that has no record): it no longer translates, "
-    "whatever its loss. Every comparison is the paired bootstrap over seeds and test sentences of the averaged "
+    f"A row **fails** when one of its seeds diverged (non-finite training loss) or when the source reliance of "
+    f"one of its seeds (validation NLL with every source replaced by another sentence's, minus the true one; "
+    f"averaged model) is below {COLLAPSE_SHARE:g} × that of its 6-6 reference (mean over its seeds; the row its "
+    f"baseline chain ends in: post-6-6, pre-6-6 or marian-6-6; {SRC_FLOOR:g} nats where that has no record): it "
+    "no longer translates, whatever its loss; a row whose seeds disagree fails, and its verdict names the seeds "
+    "that trained. Every comparison is the paired bootstrap over seeds and test sentences of the averaged "
     f"models (deep_nmt_hf.significance.seeded_paired_bootstrap, {N_SAMPLES} resamples, so p ≥ 1 / "
     f"{N_SAMPLES + 1}), and all comparisons of this report are Holm-corrected together; significant means Holm "
     f"p < {ALPHA:g}. "

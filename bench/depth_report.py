@@ -196,12 +196,14 @@ def reference_row(name: str) -> str:
 
 
 def failure(name: str, rows: dict[str, dict[str, Any]]) -> str | None:
-    """Why row NAME counts as failed to train (see RULES), or None when it trained."""
+    """Why row NAME counts as failed to train (see RULES), or None when it trained: a seed diverged, or a seed's
+    source reliance is below the floor. Seeds that disagree are named, so a row that trains on some seeds and
+    stops reading the source on others reads as such, not as a mean between the two."""
     row = rows[name]
     if row["diverged"]:
         return f"{name} diverged in {row['diverged']} of {row['n_seeds']} seeds"
-    src = row["mean"]["src"]
-    if src is None:
+    srcs = {s["seed"]: s["src"] for s in row["seeds"] if s["src"] is not None}
+    if not srcs:
         return None
     reference = reference_row(name)
     ref_src = rows[reference]["mean"]["src"] if reference != name and reference in rows else None
@@ -209,9 +211,17 @@ def failure(name: str, rows: dict[str, dict[str, Any]]) -> str | None:
         floor, against = COLLAPSE_SHARE * ref_src, f"{COLLAPSE_SHARE:g} × {reference}'s {ref_src:.2f}"
     else:
         floor, against = SRC_FLOOR, f"the floor {SRC_FLOOR:g}"
-    if src < floor:
-        return f"{name} barely reads the source (src {src:.2f} nats < {against})"
-    return None
+    low = {seed: src for seed, src in srcs.items() if src < floor}
+    if not low:
+        return None
+    if len(low) == len(srcs):
+        return f"{name} barely reads the source (src {statistics.fmean(srcs.values()):.2f} nats < {against})"
+    named = ", ".join(f"seed {seed} src {src:.2f}" for seed, src in sorted(low.items()))
+    kept = ", ".join(f"seed {seed} src {src:.2f}" for seed, src in sorted(srcs.items()) if seed not in low)
+    return (
+        f"{name} barely reads the source on {len(low)} of {len(srcs)} seeds ({named} nats < {against}; "
+        f"it reads it on {kept})"
+    )
 
 
 # ------------------------------------------------------------------------------------------------ the claims

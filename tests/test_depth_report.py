@@ -171,6 +171,29 @@ def test_failure_signatures_decide_the_verdicts() -> None:
     assert untestable["verdict"] == "cannot be tested at this scale"
 
 
+def test_a_row_whose_seeds_disagree_fails_and_names_them() -> None:
+    """One seed that stops reading the source fails its row even when the mean over seeds stays above the floor
+    (0.1 and 4.0 nats: mean 2.05 > 0.5 × 2.5); the verdict names the failed seed and the one that trained."""
+    recs = {
+        "post-6-6": [record("post-6-6", s, 0.3, src=2.5) for s in (1, 2)],
+        "post-36-6": [record("post-36-6", s, 0.9, src=0.0) for s in (1, 2)],
+        "admin-36-6": [record("admin-36-6", 1, 0.9, src=0.1), record("admin-36-6", 2, 0.3, src=4.0)],
+        "deepnorm-36-6": [record("deepnorm-36-6", s, 0.3, src=2.4) for s in (1, 2)],
+    }
+    rows = {name: report.row_summary(name, runs) for name, runs in recs.items()}
+    assert rows["admin-36-6"]["mean"]["src"] > depth_claims.COLLAPSE_SHARE * 2.5
+    why = report.failure("admin-36-6", rows)
+    assert why is not None and "on 1 of 2 seeds (seed 1 src 0.10 nats" in why and "on seed 2 src 4.00" in why
+    assert report.failure("deepnorm-36-6", rows) is None
+    assert report.failure("post-36-6", rows) == (
+        "post-36-6 barely reads the source (src 0.00 nats < 0.5 × post-6-6's 2.50)"
+    )
+    verdicts, _ = report.claim_verdicts(recs, n_samples=N_SAMPLES)
+    pair = by_name(verdicts, "admin-36-6", "post-36-6")
+    assert pair["verdict"] == "does not hold" and "on 1 of 2 seeds" in pair["why"]
+    assert by_name(verdicts, "deepnorm-36-6", "post-36-6")["verdict"] == "holds"
+
+
 def test_the_table_at_a_glance_has_a_line_per_claim(records: dict) -> None:
     """One line per claim in the claims' order; a tested claim shows its Δ with the CI and Holm p, a collapse
     claim its source reliance, and the paper column its Δ or, where it has none, its outcome in words."""
