@@ -215,12 +215,15 @@ def failure(name: str, rows: dict[str, dict[str, Any]]) -> str | None:
     if not low:
         return None
     if len(low) == len(srcs):
-        return f"{name} barely reads the source (src {statistics.fmean(srcs.values()):.2f} nats < {against})"
-    named = ", ".join(f"seed {seed} src {src:.2f}" for seed, src in sorted(low.items()))
-    kept = ", ".join(f"seed {seed} src {src:.2f}" for seed, src in sorted(srcs.items()) if seed not in low)
+        return f"{name} barely reads the source (src {row['mean']['src']:.2f} nats < {against})"
+
+    def listed(seeds: dict[int, float]) -> str:
+        return ", ".join(f"seed {seed} src {src:.2f}" for seed, src in sorted(seeds.items()))
+
+    kept = {seed: src for seed, src in srcs.items() if seed not in low}
     return (
-        f"{name} barely reads the source on {len(low)} of {len(srcs)} seeds ({named} nats < {against}; "
-        f"it reads it on {kept})"
+        f"{name} barely reads the source on {len(low)} of {len(srcs)} seeds ({listed(low)} nats < {against}; "
+        f"it reads it on {listed(kept)})"
     )
 
 
