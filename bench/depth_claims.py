@@ -320,7 +320,8 @@ RULES = (
     f"when the row fails by the rule above (against pre-6-6); otherwise the paper's collapse is at deeper "
     f"decoders than this study's, and the claim cannot be tested at this scale. **close** (shared layers): holds "
     f"when the 95% CI of shared − unshared stays above −{CLOSE_MARGIN:g} BLEU; does not hold when the deficit is "
-    f"larger than {CLOSE_MARGIN:g} BLEU with Holm p < {ALPHA:g}; otherwise cannot be decided at this scale. A "
+    f"larger than {CLOSE_MARGIN:g} BLEU with Holm p < {ALPHA:g}; otherwise cannot be decided at this scale (the "
+    "verdict gives the Δ above which a CI of that width would hold). A "
     "claim cannot be tested yet while a row it needs has no record, and cannot be tested at this scale when its "
     "6-6 reference fails too (nothing trains at these settings)."
 )

@@ -431,7 +431,9 @@ def test_every_row_gets_a_second_seed_last_cheapest_first(tmp_path: Path, monkey
 
 def test_shared_layers_close_rule() -> None:
     """Shared layers hold "close" when the CI of the deficit stays within 1 BLEU (here: the same translations, at
-    half the parameters), and do not hold when they are significantly more than 1 BLEU behind."""
+    half the parameters), cannot be decided when the CI reaches below −1 BLEU without a significant larger deficit
+    (and the verdict says which Δ that CI's width would need), and do not hold when they are significantly more
+    than 1 BLEU behind."""
     recs = {
         "pre-6-6": [record("pre-6-6", 1, 0.3)],
         "unshared-18-6": [record("unshared-18-6", 1, 0.25)],
@@ -439,6 +441,13 @@ def test_shared_layers_close_rule() -> None:
     }
     close = by_name(report.claim_verdicts(recs, n_samples=N_SAMPLES)[0], "shared-18-6", "unshared-18-6")
     assert close["verdict"] == "holds" and "parameters 50% of unshared-18-6's" in close["why"]
+    recs["shared-18-6"] = [record("shared-18-6", 1, 0.28, parameters=500_000)]
+    undecided = by_name(report.claim_verdicts(recs, n_samples=N_SAMPLES)[0], "shared-18-6", "unshared-18-6")
+    low = undecided["test"]["ci95"][0]
+    assert undecided["verdict"] == "cannot be tested at this scale" and low < -1
+    # the Δ this CI's width would need: its lower end at −1 BLEU
+    needed = undecided["test"]["delta"] - low - 1
+    assert f"needs Δ above {needed:+.2f}" in undecided["why"] and "120 test sentences" in undecided["why"]
     recs["shared-18-6"] = [record("shared-18-6", s, 0.45) for s in (3, 4)]
     far = by_name(report.claim_verdicts(recs, n_samples=N_SAMPLES)[0], "shared-18-6", "unshared-18-6")
     assert far["verdict"] == "does not hold"
