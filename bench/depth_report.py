@@ -195,16 +195,13 @@ def reference_row(name: str) -> str:
     return name
 
 
-def failure(name: str, rows: dict[str, dict[str, Any]]) -> str | None:
-    """Why row NAME counts as failed to train (see RULES), or None when it trained: a seed diverged, or a seed's
-    source reliance is below the floor. Seeds that disagree are named, so a row that trains on some seeds and
-    stops reading the source on others reads as such, not as a mean between the two."""
+def source_split(
+    name: str, rows: dict[str, dict[str, Any]]
+) -> tuple[dict[int, float], dict[int, float], str]:
+    """Row NAME's seeds by source reliance (see RULES): those below the floor, those at or above it (seed → src
+    nats; seeds without a measure are in neither) and what the floor is ("0.5 × post-6-6's 3.24")."""
     row = rows[name]
-    if row["diverged"]:
-        return f"{name} diverged in {row['diverged']} of {row['n_seeds']} seeds"
     srcs = {s["seed"]: s["src"] for s in row["seeds"] if s["src"] is not None}
-    if not srcs:
-        return None
     reference = reference_row(name)
     ref_src = rows[reference]["mean"]["src"] if reference != name and reference in rows else None
     if ref_src is not None:
@@ -212,18 +209,28 @@ def failure(name: str, rows: dict[str, dict[str, Any]]) -> str | None:
     else:
         floor, against = SRC_FLOOR, f"the floor {SRC_FLOOR:g}"
     low = {seed: src for seed, src in srcs.items() if src < floor}
+    return low, {seed: src for seed, src in srcs.items() if seed not in low}, against
+
+
+def failure(name: str, rows: dict[str, dict[str, Any]]) -> str | None:
+    """Why row NAME counts as failed to train (see RULES), or None when it trained: a seed diverged, or a seed's
+    source reliance is below the floor. Seeds that disagree are named, so a row that trains on some seeds and
+    stops reading the source on others reads as such, not as a mean between the two."""
+    row = rows[name]
+    if row["diverged"]:
+        return f"{name} diverged in {row['diverged']} of {row['n_seeds']} seeds"
+    low, kept, against = source_split(name, rows)
     if not low:
         return None
-    if len(low) == len(srcs):
+    if not kept:
         return f"{name} barely reads the source (src {row['mean']['src']:.2f} nats < {against})"
 
     def listed(seeds: dict[int, float]) -> str:
         return ", ".join(f"seed {seed} src {src:.2f}" for seed, src in sorted(seeds.items()))
 
-    kept = {seed: src for seed, src in srcs.items() if seed not in low}
     return (
-        f"{name} barely reads the source on {len(low)} of {len(srcs)} seeds ({listed(low)} nats < {against}; "
-        f"it reads it on {listed(kept)})"
+        f"{name} barely reads the source on {len(low)} of {len(low) + len(kept)} seeds ({listed(low)} nats < "
+        f"{against}; it reads it on {listed(kept)})"
     )
 
 
@@ -422,13 +429,21 @@ def _cell(mean: float | None, sd: float | None, digits: int = 1, signed: bool = 
     return text + (f" ± {sd:.{digits}f}" if sd is not None else "")
 
 
+def _per_seed(row: dict[str, Any], key: str, digits: int, signed: bool = False) -> str:
+    """A row's KEY seed by seed ("s1 2.4 · s2 29.4"): for a row whose seeds disagree, where mean ± sd says little."""
+    return " · ".join(f"s{s['seed']} {_cell(s[key], None, digits, signed)}" for s in row["seeds"])
+
+
 def results_table(rows: dict[str, dict[str, Any]]) -> str:
-    """The table: one line per row, numbers as mean ± sd over its seeds."""
+    """The table: one line per row, numbers as mean ± sd over its seeds; BLEU avg and src seed by seed where
+    the row's seeds disagree on reading the source (`source_split`)."""
     header = ["row", "recipe", "params (M)", "seeds", "CPU-s/epoch", "BLEU avg", "chrF avg", "TER avg"]
     header += ["BLEU best", "slope (nats/ep)", "end", "gap", "src", "len", "decode tok/CPU-s"]
     body = []
     for name, row in rows.items():
         m, s = row["mean"], row["sd"]
+        low, kept, _ = source_split(name, rows)
+        split = bool(low and kept)  # some seeds stopped reading the source: each seed, not their mean
         body.append(
             [
                 name,
@@ -436,14 +451,14 @@ def results_table(rows: dict[str, dict[str, Any]]) -> str:
                 f"{row['num_parameters'] / 1e6:.2f}" if row["num_parameters"] else "—",
                 row["n_seeds"],
                 _cell(m["train_cpu_s_per_epoch"], None, 0),
-                _cell(m["bleu"], s["bleu"]),
+                _per_seed(row, "bleu", 1) if split else _cell(m["bleu"], s["bleu"]),
                 _cell(m["chrf"], s["chrf"]),
                 _cell(m["ter"], s["ter"]),
                 _cell(m["bleu_best"], s["bleu_best"]),
                 _cell(m["slope"], None, 3, signed=True),
                 f"diverged ({row['diverged']}/{row['n_seeds']})" if row["diverged"] else row["trend"],
                 _cell(m["gap"], None, 2, signed=True),
-                _cell(m["src"], None, 2, signed=True),
+                _per_seed(row, "src", 2, signed=True) if split else _cell(m["src"], None, 2, signed=True),
                 _cell(m["length_ratio"], None, 2),
                 _cell(m["decode_tokens_per_cpu_s"], None, 0),
             ]
@@ -570,7 +585,8 @@ COLUMNS = (
     "(one thread; on the reference machine: an epoch another machine trained is scaled by the ratio of the two "
     "machines' speed probes, bench/machine_speed.py); BLEU / chrF / TER of the averaged model (avg) and BLEU of "
     "the best-validation checkpoint (best), "
-    "mean ± sd over seeds; slope = least-squares slope of the validation loss over the last "
+    "mean ± sd over seeds (a row whose seeds disagree, some reading the source and some not, gives BLEU avg "
+    "and src seed by seed: s1 … · s2 …); slope = least-squares slope of the validation loss over the last "
     f"{SLOPE_EPOCHS} epochs, nats per epoch, mean over seeds; end = flat when |slope| < {FLAT:g} nats/epoch, "
     "otherwise still improving (falling) or rising; gap = eval-mode token NLL on validation minus training pairs "
     "(over-fitting); src = validation NLL with every source replaced by another sentence's minus the true one "

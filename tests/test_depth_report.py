@@ -173,7 +173,8 @@ def test_failure_signatures_decide_the_verdicts() -> None:
 
 def test_a_row_whose_seeds_disagree_fails_and_names_them() -> None:
     """One seed that stops reading the source fails its row even when the mean over seeds stays above the floor
-    (0.1 and 4.0 nats: mean 2.05 > 0.5 × 2.5); the verdict names the failed seed and the one that trained."""
+    (0.1 and 4.0 nats: mean 2.05 > 0.5 × 2.5); the verdict names the failed seed and the one that trained, and
+    the table gives its BLEU and source reliance seed by seed."""
     recs = {
         "post-6-6": [record("post-6-6", s, 0.3, src=2.5) for s in (1, 2)],
         "post-36-6": [record("post-36-6", s, 0.9, src=0.0) for s in (1, 2)],
@@ -192,6 +193,14 @@ def test_a_row_whose_seeds_disagree_fails_and_names_them() -> None:
     pair = by_name(verdicts, "admin-36-6", "post-36-6")
     assert pair["verdict"] == "does not hold" and "on 1 of 2 seeds" in pair["why"]
     assert by_name(verdicts, "deepnorm-36-6", "post-36-6")["verdict"] == "holds"
+    table = {
+        line.split(" | ")[0].strip("| "): line.split(" | ")
+        for line in report.results_table(rows).splitlines()
+    }
+    bleu = [f"{s['bleu']:.1f}" for s in rows["admin-36-6"]["seeds"]]
+    assert table["admin-36-6"][5] == f"s1 {bleu[0]} · s2 {bleu[1]}"  # each seed, not a mean between the two
+    assert table["admin-36-6"][12] == "s1 +0.10 · s2 +4.00"
+    assert table["deepnorm-36-6"][5].count("±") == 1 and table["post-36-6"][12] == "+0.00"
 
 
 def test_the_table_at_a_glance_has_a_line_per_claim(records: dict) -> None:
