@@ -5,6 +5,7 @@ starts a run only where this machine finishes it). Synthetic histories; seconds.
 from __future__ import annotations
 
 import math
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -100,10 +101,12 @@ def test_the_probe_is_measured_once_per_boot(tmp_path: Path, monkeypatch: pytest
 
 def test_the_reference_probe_agrees_with_the_rows_trained_on_both_machines() -> None:
     """REFERENCE_PROBE_MS (the machine that trained the first 40 runs was not probed) is what the committed
-    records of the rows trained on both it and a probed machine say it was, within 15%: one scalar probe does
-    not scale every row alike (inferred 179-209 ms over the six rows of 2026-11-27; the deepest, post-36-6 and
-    the plain 6-24 decoder, slow down less on the slower machine than the probe does)."""
+    records of the rows trained on both it and a probed machine say it was: their median within 10%, every row
+    within 20%, since one scalar probe does not scale every row alike (inferred 179-220 ms over the nine rows of
+    2026-11-27, median 193; the deepest, post-36-6, ADMIN 36-6 at lr 5e-4 and the plain 6-24 decoder, slow down
+    less on the slower machine than the probe does)."""
     inferred = machine_speed.infer_reference(report.load_records(RECORDS, 30))
     assert inferred, "no committed row has seeds on both the reference machine and a probed one"
+    assert statistics.median(inferred.values()) == pytest.approx(REF, rel=0.10)
     for name, probe in inferred.items():
-        assert probe == pytest.approx(REF, rel=0.15), name
+        assert probe == pytest.approx(REF, rel=0.20), name
