@@ -393,7 +393,7 @@ def verdict(claim: Claim, rows: dict[str, dict[str, Any]], tests: Sequence[dict[
             return done("holds", f"within {CLOSE_MARGIN:g} BLEU" + shown + params)
         if significant and test["delta"] < -CLOSE_MARGIN:
             return done("does not hold", f"more than {CLOSE_MARGIN:g} BLEU behind" + shown + params)
-        # how far the CI reaches below Δ: a Δ above below − margin would be "close"
+        # how far the CI reaches below Δ: "close" needs a Δ that far above −margin
         below = test["delta"] - test["ci95"][0]
         return done(
             "cannot be tested at this scale",
