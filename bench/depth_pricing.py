@@ -218,7 +218,7 @@ def progress(
     known = [x["cpu_hours"] for x in left if x["cpu_hours"] is not None]
     unknown = [f"{x['row']} seed {x['seed']}" for x in left if x["cpu_hours"] is None]
     text = (
-        f"**Progress.** {len(finished)} runs finished: the first pass (seed 1) has {len(first)} of "
+        f"**Progress.** {len(finished)} run{'s' if len(finished) != 1 else ''} finished: the first pass (seed 1) has {len(first)} of "
         f"{len(first_pass)} rows, the headline rows' extra seeds {len(extra_done)} of {len(extra)}"
         f"{' (' + ', '.join(f'{n} seed {s}' for n, s in extra_done) + ')' if extra_done else ''}, "
         f"the rest (36-6 and the controls, seed 1) {len(later)} of {len(rest)}, a second "
@@ -232,13 +232,13 @@ def progress(
         )
     if not left:
         return text + "Nothing of the plan is left." + tail
-    text += f"Left: {len(left)} runs"
+    text += f"Left: {len(left)} run{'s' if len(left) > 1 else ''}"
     if known:
         estimated = sum(x["basis"] == "prior" for x in left)
         scaled = sum(x["basis"] == "scaled" for x in left)
-        text += (
-            f", about {hours_text(sum(known))} (reference machine) for the {len(known)} whose cost is known"
-        )
+        text += f", about {hours_text(sum(known))} (reference machine)"
+        if unknown:
+            text += f" for the {len(known)} whose cost is known"
         if estimated or scaled:
             how = [f"{estimated} estimated from the 12-epoch study"] * bool(estimated)
             how += [f"{scaled} scaled up from a shallower depth"] * bool(scaled)

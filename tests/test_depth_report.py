@@ -438,6 +438,25 @@ def test_every_row_gets_a_second_seed_last_cheapest_first(tmp_path: Path, monkey
     assert "the headline rows' extra seeds 0 of 14" in text
 
 
+def test_progress_counts_what_is_left_in_words() -> None:
+    """One run left reads "1 run", not "1 runs"; "whose cost is known" appears only beside runs whose cost is not,
+    and a started run is named with its epochs."""
+    planned = [("post-6-6", 1), ("post-36-6", 2), ("deep-decoder-6-24", 1)]
+    recs = {"post-6-6": [record("post-6-6", 1, 0.3)]}
+    priced = {"row": "post-36-6", "seed": 2, "cpu_hours": 1.5, "basis": "own", "epochs_done": 1}
+    text = pricing.progress(planned, recs, [priced])
+    assert "Left: 1 run, about 1.5 CPU-hours (reference machine)." in text
+    assert text.startswith("**Progress.** 1 run finished:")
+    assert "Started and resumable: post-36-6 seed 2 (1 epoch done)." in text
+    unpriced = {"row": "deep-decoder-6-24", "seed": 1, "cpu_hours": None, "basis": None, "epochs_done": 0}
+    text = pricing.progress(planned, recs, [priced, unpriced])
+    assert (
+        "Left: 2 runs, about 1.5 CPU-hours (reference machine) for the 1 whose cost is known, and 1 of a"
+        in text
+    )
+    assert pricing.progress(planned[:1], recs, []).endswith("Nothing of the plan is left.")
+
+
 def test_shared_layers_close_rule() -> None:
     """Shared layers hold "close" when the CI of the deficit stays within 1 BLEU (here: the same translations, at
     half the parameters), cannot be decided when the CI reaches below −1 BLEU without a significant larger deficit
