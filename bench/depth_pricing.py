@@ -218,7 +218,8 @@ def progress(
     known = [x["cpu_hours"] for x in left if x["cpu_hours"] is not None]
     unknown = [f"{x['row']} seed {x['seed']}" for x in left if x["cpu_hours"] is None]
     text = (
-        f"**Progress.** {len(finished)} run{'s' if len(finished) != 1 else ''} finished: the first pass (seed 1) has {len(first)} of "
+        f"**Progress.** {len(finished)} run{'s' if len(finished) != 1 else ''} finished: "
+        f"the first pass (seed 1) has {len(first)} of "
         f"{len(first_pass)} rows, the headline rows' extra seeds {len(extra_done)} of {len(extra)}"
         f"{' (' + ', '.join(f'{n} seed {s}' for n, s in extra_done) + ')' if extra_done else ''}, "
         f"the rest (36-6 and the controls, seed 1) {len(later)} of {len(rest)}, a second "
