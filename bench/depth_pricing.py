@@ -167,10 +167,15 @@ def _how_priced(run: dict[str, Any]) -> str:
     )
 
 
+def plural(word: str, count: int) -> str:
+    """WORD as it reads beside COUNT: "run" for 1, "runs" otherwise."""
+    return word if count == 1 else f"{word}s"
+
+
 def epochs_done(run: dict[str, Any]) -> str:
     """The words "1 epoch done" or "N epochs done" for a started run of `remaining`."""
     done = run["epochs_done"]
-    return f"{done} epoch{'' if done == 1 else 's'} done"
+    return f"{done} {plural('epoch', done)} done"
 
 
 def not_finished_markdown(left: Sequence[dict[str, Any]]) -> str:
@@ -185,14 +190,14 @@ def not_finished_markdown(left: Sequence[dict[str, Any]]) -> str:
             for x in runs:
                 alike.setdefault((f"{x['cpu_s_per_epoch']:.0f}", _how_priced(x)), []).append(x["seed"])
             rates = "; ".join(
-                (f"seed{'s' if len(s) > 1 else ''} {', '.join(map(str, s))}: " if len(alike) > 1 else "")
+                (f"{plural('seed', len(s))} {', '.join(map(str, s))}: " if len(alike) > 1 else "")
                 + f"{rate} CPU-s/epoch {how}"
                 for (rate, how), s in alike.items()
             )
             cost = f"≈ {hours_text(sum(x['cpu_hours'] for x in runs))} ({rates})"
         else:
             cost = "cost unknown: neither this study nor the 12-epoch one finished a row of this depth (or a shallower one) and decoder passes"
-        lines.append(f"- {name}: seed{'s' if len(runs) > 1 else ''} {seeds}; {cost}")
+        lines.append(f"- {name}: {plural('seed', len(runs))} {seeds}; {cost}")
     return "\n".join(lines)
 
 
@@ -218,7 +223,7 @@ def progress(
     known = [x["cpu_hours"] for x in left if x["cpu_hours"] is not None]
     unknown = [f"{x['row']} seed {x['seed']}" for x in left if x["cpu_hours"] is None]
     text = (
-        f"**Progress.** {len(finished)} run{'s' if len(finished) != 1 else ''} finished: "
+        f"**Progress.** {len(finished)} {plural('run', len(finished))} finished: "
         f"the first pass (seed 1) has {len(first)} of "
         f"{len(first_pass)} rows, the headline rows' extra seeds {len(extra_done)} of {len(extra)}"
         f"{' (' + ', '.join(f'{n} seed {s}' for n, s in extra_done) + ')' if extra_done else ''}, "
@@ -228,12 +233,12 @@ def progress(
     tail = ""
     if lost:
         tail = (
-            f" Then, to keep their weights: {len(lost)} finished run{'s' if len(lost) > 1 else ''} re-trained with "
+            f" Then, to keep their weights: {len(lost)} finished {plural('run', len(lost))} re-trained with "
             f"the same seed, about {hours_text(sum(x['cpu_hours'] for x in lost))}."
         )
     if not left:
         return text + "Nothing of the plan is left." + tail
-    text += f"Left: {len(left)} run{'s' if len(left) > 1 else ''}"
+    text += f"Left: {len(left)} {plural('run', len(left))}"
     if known:
         estimated = sum(x["basis"] == "prior" for x in left)
         scaled = sum(x["basis"] == "scaled" for x in left)
