@@ -205,7 +205,10 @@ def source_split(
     reference = reference_row(name)
     ref_src = rows[reference]["mean"]["src"] if reference != name and reference in rows else None
     if ref_src is not None:
-        floor, against = COLLAPSE_SHARE * ref_src, f"{COLLAPSE_SHARE:g} × {reference}'s {ref_src:.2f}"
+        floor, against = (
+            COLLAPSE_SHARE * ref_src,
+            f"{COLLAPSE_SHARE:g} × {reference}'s {_cell(ref_src, None, 2)}",
+        )
     else:
         floor, against = SRC_FLOOR, f"the floor {SRC_FLOOR:g}"
     low = {seed: src for seed, src in srcs.items() if src < floor}
@@ -223,10 +226,10 @@ def failure(name: str, rows: dict[str, dict[str, Any]]) -> str | None:
     if not low:
         return None
     if not kept:
-        return f"{name} barely reads the source (src {row['mean']['src']:.2f} nats < {against})"
+        return f"{name} barely reads the source (src {_cell(row['mean']['src'], None, 2)} nats < {against})"
 
     def listed(seeds: dict[int, float]) -> str:
-        return ", ".join(f"seed {seed} src {src:.2f}" for seed, src in sorted(seeds.items()))
+        return ", ".join(f"seed {seed} src {_cell(src, None, 2)}" for seed, src in sorted(seeds.items()))
 
     return (
         f"{name} barely reads the source on {len(low)} of {len(low) + len(kept)} seeds ({listed(low)} nats < "
@@ -333,8 +336,8 @@ def verdict(claim: Claim, rows: dict[str, dict[str, Any]], tests: Sequence[dict[
     if system in missing and needed in rows and not failure(needed, rows):
         return done(
             "cannot be tested at this scale",
-            f"{needed} does not fail (it reads the source: src {rows[needed]['mean']['src']:.2f} nats), so "
-            f"{system} is not run (the study runs it only where {needed} fails)",
+            f"{needed} does not fail (it reads the source: src {_cell(rows[needed]['mean']['src'], None, 2)} "
+            f"nats), so {system} is not run (the study runs it only where {needed} fails)",
         )
     if baseline in missing and depth_rows.IF_TRAINS.get(baseline) == system and system in rows:
         if why := failure(system, rows):
@@ -361,7 +364,7 @@ def verdict(claim: Claim, rows: dict[str, dict[str, Any]], tests: Sequence[dict[
         variant = depth_rows.MODELS[system].variant
         sweep = [baseline, *(n for n, row in depth_rows.MODELS.items() if row.variant == variant)]
         src = {n: rows[n]["mean"]["src"] for n in sweep if n in rows}
-        shown = ", ".join(f"{n} {v:.2f}" for n, v in src.items() if v is not None)
+        shown = ", ".join(f"{n} {_cell(v, None, 2)}" for n, v in src.items() if v is not None)
         out["source_reliance"] = {n: src.get(n) for n in (system, baseline)}
         if failed_sys:
             return done("holds", f"{failed_sys}; source reliance (nats): {shown}")
@@ -423,8 +426,11 @@ def claim_verdicts(
 
 # ------------------------------------------------------------------------------------------ the markdown
 def _cell(mean: float | None, sd: float | None, digits: int = 1, signed: bool = False) -> str:
+    """MEAN (± SD) to DIGITS; a value that rounds to zero reads 0, never "-0.00" (a source reliance of -0.001
+    nats is no reliance, not a negative one)."""
     if mean is None:
         return "—"
+    mean = round(mean, digits) + 0.0  # + 0.0 turns round's -0.0 into 0.0
     text = f"{mean:+.{digits}f}" if signed else f"{mean:.{digits}f}"
     return text + (f" ± {sd:.{digits}f}" if sd is not None else "")
 

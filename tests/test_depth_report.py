@@ -174,10 +174,11 @@ def test_failure_signatures_decide_the_verdicts() -> None:
 def test_a_row_whose_seeds_disagree_fails_and_names_them() -> None:
     """One seed that stops reading the source fails its row even when the mean over seeds stays above the floor
     (0.1 and 4.0 nats: mean 2.05 > 0.5 × 2.5); the verdict names the failed seed and the one that trained, and
-    the table gives its BLEU and source reliance seed by seed."""
+    the table gives its BLEU and source reliance seed by seed. A reliance that rounds to zero prints as 0.00."""
     recs = {
         "post-6-6": [record("post-6-6", s, 0.3, src=2.5) for s in (1, 2)],
-        "post-36-6": [record("post-36-6", s, 0.9, src=0.0) for s in (1, 2)],
+        # no reliance at all: it reads 0.00 nats, not -0.00
+        "post-36-6": [record("post-36-6", s, 0.9, src=-0.001) for s in (1, 2)],
         "admin-36-6": [record("admin-36-6", 1, 0.9, src=0.1), record("admin-36-6", 2, 0.3, src=4.0)],
         "deepnorm-36-6": [record("deepnorm-36-6", s, 0.3, src=2.4) for s in (1, 2)],
     }
