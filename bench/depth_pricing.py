@@ -207,8 +207,8 @@ def progress(
     left: Sequence[dict[str, Any]],
     lost: Sequence[dict[str, Any]] = (),
 ) -> str:
-    """What has finished and what is left (with `lost`, the finished runs to re-train for their weights), in a
-    paragraph."""
+    """What has finished and what it cost, what is left (with `lost`, the finished runs to re-train for their
+    weights), in a paragraph."""
     finished = [(n, r["seed"]) for n, recs in records.items() for r in recs]
     done = set(finished)
     first_pass, rest = depth_rows.stages([n for n in depth_rows.CONDITIONAL if (n, 1) in planned])
@@ -230,6 +230,9 @@ def progress(
         f"the rest (36-6 and the controls, seed 1) {len(later)} of {len(rest)}, a second "
         f"seed of every other row {sum(run in done for run in second)} of {len(second)}. "
     )
+    spent = sum(sum(study.epoch_cpu_s(r.get("history") or [])) for recs in records.values() for r in recs)
+    if spent:  # what the finished runs cost, beside the estimate of what is left
+        text += f"Their epochs took {hours_text(spent / 3600)} (reference machine). "
     tail = ""
     if lost:
         tail = (

@@ -441,7 +441,7 @@ def test_every_row_gets_a_second_seed_last_cheapest_first(tmp_path: Path, monkey
 
 def test_progress_counts_what_is_left_in_words() -> None:
     """One run left reads "1 run", not "1 runs"; "whose cost is known" appears only beside runs whose cost is not,
-    and a started run is named with its epochs."""
+    a started run is named with its epochs, and the finished runs' cost is their epochs' CPU (5 × 110 s)."""
     planned = [("post-6-6", 1), ("post-36-6", 2), ("deep-decoder-6-24", 1)]
     recs = {"post-6-6": [record("post-6-6", 1, 0.3)]}
     priced = {"row": "post-36-6", "seed": 2, "cpu_hours": 1.5, "basis": "own", "epochs_done": 1}
@@ -455,6 +455,7 @@ def test_progress_counts_what_is_left_in_words() -> None:
         "Left: 2 runs, about 1.5 CPU-hours (reference machine) for the 1 whose cost is known, and 1 of a"
         in text
     )
+    assert "Their epochs took 0.2 CPU-hours (reference machine). Left: 2 runs" in text
     assert pricing.progress(planned[:1], recs, []).endswith("Nothing of the plan is left.")
 
 
