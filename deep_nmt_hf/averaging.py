@@ -8,8 +8,10 @@ at the end of epoch E, as fairseq's ``checkpoint<E>.pt``), ordered by step. ``la
 epoch checkpoints: fairseq's ``--num-epoch-checkpoints N``, what the authors' evaluation scripts run (the last 10
 epochs for ADMIN, Transformer-Clinic ``eval_wmt_en-de.sh``; the last 5 for DLCL, ``train-wmt-en2de-*.sh``).
 
-Floating-point tensors are averaged in float64 and cast back to their dtype; integer / bool tensors (buffers)
-must be equal in every checkpoint and are copied. The output holds ``model.safetensors``, the newest
+Floating-point tensors are averaged on the CPU in float64 (whatever device or dtype the checkpoints were trained
+in: a bf16 / fp16 checkpoint is upcast exactly) and cast back to their saved dtype; integer / bool tensors (buffers)
+must be equal in every checkpoint and are copied. `average_into` copies the mean into a model on any device (its
+parameters keep their device and dtype). The output holds ``model.safetensors``, the newest
 checkpoint's config, generation config, custom code and tokenizer files (or the run directory's tokenizer), and
 ``averaging.json`` naming the averaged checkpoints. It is written into a temporary sibling directory and renamed
 into place, so it is never half-written.
@@ -70,18 +72,18 @@ def last_checkpoint(directory: str | os.PathLike[str]) -> Path | None:
 
 
 def load_weights(checkpoint: Path) -> dict[str, torch.Tensor]:
-    """The model weights of one checkpoint (single or sharded safetensors)."""
+    """The model weights of one checkpoint (single or sharded safetensors), on the CPU."""
     from safetensors.torch import load_file
 
     single = checkpoint / "model.safetensors"
     if single.is_file():
-        return load_file(single)
+        return load_file(single, device="cpu")
     index = checkpoint / "model.safetensors.index.json"
     if index.is_file():
         shards = sorted(set(json.loads(index.read_text(encoding="utf-8"))["weight_map"].values()))
         weights: dict[str, torch.Tensor] = {}
         for shard in shards:
-            weights.update(load_file(checkpoint / shard))
+            weights.update(load_file(checkpoint / shard, device="cpu"))
         return weights
     raise AveragingError(f"{checkpoint} has no model.safetensors (or sharded index); cannot average it")
 
@@ -186,6 +188,7 @@ def average_into(
             "epoch " if epochs else "",
         )
         return []
+    # the CPU mean is copied into the parameters where they live (device and dtype kept)
     missing, unexpected = model.load_state_dict(average_weights(checkpoints), strict=False)
     tied = set(getattr(model, "all_tied_weights_keys", {}) or {})
     if unexpected or set(missing) - tied:

@@ -20,6 +20,12 @@ LN(α x + f(x)) = LN(x + f(x)/α) up to LayerNorm's epsilon (f's output projecti
 
 `fold_to_stock` checks on a probe batch that logits agree to `atol` (1e-4, fp32) and that beam-4 outputs are
 identical before it returns, and raises `FoldCheckError` otherwise.
+
+Devices and dtypes: the fold works where the model lives. The stock model, the probe batch and every tensor the
+fold makes are created on the model's device (never on the default device), so a CUDA-resident model folds on its
+GPU. The folding and the check run in float32 on copies: the model passed in is not changed (its dtype, device and
+training mode stay as they were), and the stock model returned is float32 on the model's device (`.to(...)` it
+for another dtype or device; `save_pretrained` writes it from any device).
 """
 
 from __future__ import annotations
@@ -127,11 +133,17 @@ def stock_config(config) -> MarianConfig | PegasusConfig:
     return MarianConfig(**common, share_encoder_decoder_embeddings=shared)
 
 
-def _scale_of(sublayer: nn.Module) -> torch.Tensor | None:
+def _device_of(model: nn.Module) -> torch.device:
+    """The device of the model's parameters (where everything the fold makes is created)."""
+    return next(model.parameters()).device
+
+
+def _scale_of(sublayer: nn.Module, device: torch.device) -> torch.Tensor | None:
+    """The skip-branch scale of `sublayer` as a float32 tensor on `device`, None where it is 1 (or absent)."""
     scale = sublayer.residual_scale
     if scale is None:
         return None
-    value = scale.value().float()
+    value = scale.value(device).float()
     return None if torch.all(value == 1) else value
 
 
@@ -153,13 +165,15 @@ def _last_linear(sublayer: nn.Module) -> nn.Linear:
 
 @torch.no_grad()
 def fold_residual_scales(model: PreTrainedModel) -> PreTrainedModel:
-    """A copy of `model` whose residual scales are folded into LayerNorms and linear maps (all scales then 1)."""
+    """A float32 copy of `model` (on its device) whose residual scales are folded into LayerNorms and linear maps
+    (all scales then 1). `model` itself is not changed."""
     folded = copy.deepcopy(model).float().eval()
+    device = _device_of(folded)
     base = folded.model
     for stack in (base.encoder, base.decoder):
         sublayers = stack.sublayers()
         for i, sublayer in enumerate(sublayers):
-            omega = _scale_of(sublayer)
+            omega = _scale_of(sublayer, device)
             if omega is None:
                 continue
             if i == 0:  # no LayerNorm before it: output-side form, exact up to LayerNorm's epsilon
@@ -189,8 +203,11 @@ def _stock_state_dict(model: PreTrainedModel) -> dict[str, torch.Tensor]:
         state["model.shared.weight"] = base.shared.weight
     attn_names = ("q_proj", "k_proj", "v_proj", "out_proj")
     d_model = base.config.d_model
-    zeros = {"weight": torch.zeros(d_model, d_model), "bias": torch.zeros(d_model)}
-    unit_norm = {"weight": torch.ones(d_model), "bias": torch.zeros(d_model)}
+    like = dict(
+        device=base.shared.weight.device, dtype=base.shared.weight.dtype
+    )  # the model's, not the default
+    zeros = {"weight": torch.zeros(d_model, d_model, **like), "bias": torch.zeros(d_model, **like)}
+    unit_norm = {"weight": torch.ones(d_model, **like), "bias": torch.zeros(d_model, **like)}
     for side, stock_names in (
         ("encoder", ("self_attn", "final_layer_norm")),
         ("decoder", ("self_attn", "encoder_attn", "final_layer_norm")),
@@ -230,18 +247,23 @@ def stock_class(config) -> type[PreTrainedModel]:
     return PegasusForConditionalGeneration if config.layer_norm_position == "pre" else MarianMTModel
 
 
-def probe_batch(config, batch_size: int = 4, seed: int = 0) -> dict[str, torch.Tensor]:
-    """Random source sentences of different lengths (right-padded) for the fold check."""
-    generator = torch.Generator().manual_seed(seed)
+def probe_batch(
+    config, batch_size: int = 4, seed: int = 0, device: torch.device | str | None = None
+) -> dict[str, torch.Tensor]:
+    """Random source sentences of different lengths (right-padded) for the fold check, on `device` (default: the
+    CPU). The tokens are drawn on the CPU, so every device gets the same batch for a seed."""
+    cpu = torch.device("cpu")
+    generator = torch.Generator(device=cpu).manual_seed(seed)
     lengths = [max(2, 12 - 3 * i) for i in range(batch_size)]
-    ids = torch.full((batch_size, max(lengths)), config.pad_token_id, dtype=torch.long)
+    ids = torch.full((batch_size, max(lengths)), config.pad_token_id, dtype=torch.long, device=cpu)
     special = {config.pad_token_id, config.eos_token_id, config.decoder_start_token_id}
     for row, length in enumerate(lengths):
-        tokens = torch.randint(0, config.vocab_size, (length - 1,), generator=generator)
-        tokens = torch.tensor([t if t not in special else 2 for t in tokens.tolist()])
+        tokens = torch.randint(0, config.vocab_size, (length - 1,), generator=generator, device=cpu)
+        tokens = torch.tensor([t if t not in special else 2 for t in tokens.tolist()], device=cpu)
         ids[row, : length - 1] = tokens
         ids[row, length - 1] = config.eos_token_id
-    return {"input_ids": ids, "attention_mask": ids.ne(config.pad_token_id).long()}
+    batch = {"input_ids": ids, "attention_mask": ids.ne(config.pad_token_id).long()}
+    return {k: v.to(device if device is not None else cpu) for k, v in batch.items()}
 
 
 @torch.no_grad()
@@ -252,32 +274,68 @@ def compare_models(
     num_beams: int = 4,
     max_new_tokens: int = 16,
 ) -> FoldReport:
-    """Max |Δlogits| on a teacher-forced pass and whether beam search gives identical outputs."""
-    original, folded = original.eval(), folded.eval()
-    generation = dict(num_beams=num_beams, max_length=max_new_tokens + 1, do_sample=False)
-    reference = original.generate(**batch, **generation)
-    candidate = folded.generate(**batch, **generation)
-    logits_a = original(**batch, decoder_input_ids=reference).logits.float()
-    logits_b = folded(**batch, decoder_input_ids=reference).logits.float()
-    same = reference.shape == candidate.shape and torch.equal(reference, candidate)
-    return FoldReport((logits_a - logits_b).abs().max().item(), same, type(folded).__name__)
+    """Max |Δlogits| on a teacher-forced pass and whether beam search gives identical outputs. Each model reads
+    the batch on its own device; both run in eval mode and get their training mode back afterwards."""
+    modes = original.training, folded.training
+    original.eval(), folded.eval()
+    try:
+        generation = dict(num_beams=num_beams, max_length=max_new_tokens + 1, do_sample=False)
+        batch_a = {k: v.to(_device_of(original)) for k, v in batch.items()}
+        batch_b = {k: v.to(_device_of(folded)) for k, v in batch.items()}
+        reference = original.generate(**batch_a, **generation)
+        candidate = folded.generate(**batch_b, **generation).to(reference.device)
+        logits_a = original(**batch_a, decoder_input_ids=reference).logits.float()
+        logits_b = folded(**batch_b, decoder_input_ids=reference.to(_device_of(folded))).logits.float()
+        same = reference.shape == candidate.shape and torch.equal(reference, candidate)
+        difference = (logits_a - logits_b.to(logits_a.device)).abs().max().item()
+    finally:
+        original.train(modes[0]), folded.train(modes[1])
+    return FoldReport(difference, same, type(folded).__name__)
+
+
+@torch.no_grad()
+def _float32_reference(model: PreTrainedModel) -> PreTrainedModel:
+    """`model` (a copy: changed in place) in float32 with its sinusoidal position tables recomputed in float32: the
+    weights of a bf16 / fp16 model upcast exactly, and the fixed positions at the precision the stock classes use
+    (a bf16 table is rounded; the stock model computes its own in float32)."""
+    from .modeling_deep_nmt import SinusoidalPositions, sinusoidal_table
+
+    model = model.float()
+    for module in model.modules():
+        if isinstance(module, SinusoidalPositions):
+            table = sinusoidal_table(module.num_positions, module.weight.shape[1])
+            module.weight.copy_(table.to(module.weight.device))
+    return model
 
 
 def fold_to_stock(
     model: PreTrainedModel, batch: dict[str, torch.Tensor] | None = None, atol: float = 1e-4
 ) -> tuple[PreTrainedModel, FoldReport]:
     """The stock model (MarianMTModel or PegasusForConditionalGeneration) holding the same function, and the
-    check report. Raises NotFoldableError for unfoldable features and FoldCheckError if the check fails."""
+    check report. Raises NotFoldableError for unfoldable features and FoldCheckError if the check fails.
+
+    Works on the model's device: the stock model is built there, in float32, and the check batch (`batch`, or
+    `probe_batch`) is moved there. `model` is left as it was (dtype, device, training mode): the fold and the
+    check run on float32 copies, so a bf16 / fp16 model is compared through its exact float32 upcast (its
+    sinusoidal position table, not a weight, recomputed in float32 as the stock classes compute theirs)."""
     config = model.config
     check_foldable(config)
+    device = _device_of(model)
+    reference = model
     if _is_shared(config):
         from .layer_sharing import unroll
 
-        model = unroll(model)
-        config = model.config
-    folded = fold_residual_scales(model)
+        reference = unroll(model)  # a new model on the same device and dtype
+        config = reference.config
+    if (
+        next(reference.parameters()).dtype != torch.float32
+    ):  # compared in float32, on a copy: never the caller's
+        reference = _float32_reference(copy.deepcopy(reference) if reference is model else reference)
+    folded = fold_residual_scales(reference)
     stock_cls = stock_class(config)
-    stock = stock_cls(stock_config(config)).eval()
+    with torch.device(device):  # built where the model lives, not on the default device
+        stock = stock_cls(stock_config(config))
+    stock = stock.float().eval()
     missing, unexpected = stock.load_state_dict(_stock_state_dict(folded), strict=False)
     allowed_missing = {
         "final_logits_bias",
@@ -290,7 +348,8 @@ def fold_to_stock(
         )
     stock.final_logits_bias.zero_()
     stock.generation_config = copy.deepcopy(model.generation_config)
-    report = compare_models(model.float(), stock, batch if batch is not None else probe_batch(config))
+    check_batch = batch if batch is not None else probe_batch(config, device=device)
+    report = compare_models(reference, stock, {k: v.to(device) for k, v in check_batch.items()})
     if report.max_abs_logit_diff > atol or not report.beam_outputs_identical:
         raise FoldCheckError(
             f"folded {report.stock_class} differs from the original: max |Δlogits| = "
@@ -300,9 +359,12 @@ def fold_to_stock(
     return stock, report
 
 
-def fold_directory(model_dir: str | Path, out_dir: str | Path, atol: float = 1e-4) -> FoldReport:
+def fold_directory(
+    model_dir: str | Path, out_dir: str | Path, atol: float = 1e-4, device: torch.device | str | None = None
+) -> FoldReport:
     """`deep-nmt fold IN OUT`: load IN, fold it, check it, and write the stock model, tokenizer and generation
-    config to OUT (written to a temporary sibling directory first, then renamed: never half-written)."""
+    config to OUT (written to a temporary sibling directory first, then renamed: never half-written). `device`:
+    where to fold and check (default: the CPU)."""
     from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
     model_dir, out_dir = Path(model_dir), Path(out_dir)
@@ -310,6 +372,8 @@ def fold_directory(model_dir: str | Path, out_dir: str | Path, atol: float = 1e-
     if out_dir.exists():
         raise FileExistsError(f"{out_dir} exists already; choose a new output directory")
     model = AutoModelForSeq2SeqLM.from_pretrained(model_dir).eval()
+    if device is not None:
+        model = model.to(device)
     tokenizer = AutoTokenizer.from_pretrained(model_dir) if _has_tokenizer(model_dir) else None
     stock, report = fold_to_stock(model, atol=atol)
     with atomic_directory(out_dir) as tmp:  # the umask's modes, renamed into place when complete

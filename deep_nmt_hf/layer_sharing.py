@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import copy
 
+import torch
 from torch import nn
 
 
@@ -62,11 +63,14 @@ def stack_plan(config, side: str) -> tuple[int, list[int], set[int]]:
 
 
 def unroll(model: nn.Module) -> nn.Module:
-    """An unshared model with the same function: every layer application gets its own copy of the weights."""
+    """An unshared model with the same function: every layer application gets its own copy of the weights. It is
+    built on `model`'s device with its dtype (never on the default device); `model` is not changed."""
     config = copy.deepcopy(model.config)
     for side in ("encoder", "decoder"):
         setattr(config, f"{side}_share_layers", False)
-    unrolled = type(model)(config).to(next(model.parameters()).dtype)
+    parameter = next(model.parameters())
+    with torch.device(parameter.device):
+        unrolled = type(model)(config).to(parameter.dtype)
     state = unrolled.state_dict()
     source = model.state_dict()
     for side in ("encoder", "decoder"):

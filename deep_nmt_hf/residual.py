@@ -64,9 +64,10 @@ class AdminOmega(nn.Module):
     def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
         return hidden_states * self.omega.to(hidden_states.dtype)
 
-    def value(self) -> torch.Tensor:
-        """ω as a (d_model,) or (1,) tensor."""
-        return self.omega.detach()
+    def value(self, device: torch.device | str | None = None) -> torch.Tensor:
+        """ω as a (d_model,) or (1,) tensor, on `device` (default: where ω lives)."""
+        omega = self.omega.detach()
+        return omega if device is None else omega.to(device)
 
     @torch.no_grad()
     def set_(self, value: float) -> None:
@@ -83,8 +84,10 @@ class DeepNormAlpha(nn.Module):
     def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
         return hidden_states * self.alpha
 
-    def value(self) -> torch.Tensor:
-        return torch.tensor([self.alpha])
+    def value(self, device: torch.device | str | None = None) -> torch.Tensor:
+        """α as a (1,) tensor on `device` (default: the CPU — never torch's default device, which may be
+        another one than the model's)."""
+        return torch.tensor([self.alpha], device=device if device is not None else "cpu")
 
     def extra_repr(self) -> str:
         return f"alpha={self.alpha:.4f}"
