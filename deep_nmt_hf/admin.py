@@ -40,8 +40,10 @@ Usable alone (`admin_profile(model, batch)`) and as a `TrainerCallback` (`AdminP
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -127,7 +129,10 @@ def admin_profile(
         for sublayers in sides.values():
             for sublayer in sublayers:
                 sublayer.recorder = record
-        with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+        with (
+            torch.random.fork_rng(devices=[device] if device.type == "cuda" else []),
+            _in_fp32(model, device),
+        ):
             torch.manual_seed(seed)
             model(**{k: v for k, v in batch.items() if k != "labels"} | _decoder_inputs(model, batch))
     finally:
@@ -142,6 +147,25 @@ def admin_profile(
     }
     warn_if_omega_below_one(omegas, config)
     return omegas
+
+
+@contextlib.contextmanager
+def _in_fp32(model: nn.Module, device: torch.device) -> Iterator[None]:
+    """Run the profiling pass in fp32, also inside bf16 / fp16 training: ω comes from variances, which autocast
+    would compute from low-precision activations (measured: bf16 moves ω by ~0.2%). accelerate's `prepare_model`
+    replaces `model.forward` with one wrapped in `torch.autocast` (the plain one kept as `_original_forward`),
+    which turns autocast back on inside any `autocast(enabled=False)` around the call: the plain forward is put
+    back for the pass, and autocast is disabled around it (against an enclosing one)."""
+    wrapped, plain = model.__dict__.get("forward"), getattr(model, "_original_forward", None)
+    swap = wrapped is not None and plain is not None
+    if swap:
+        model.forward = plain
+    try:
+        with torch.autocast(device.type, enabled=False):
+            yield
+    finally:
+        if swap:
+            model.forward = wrapped
 
 
 def warn_if_omega_below_one(omegas: dict[str, list[float]], config: Any) -> bool:
@@ -179,11 +203,13 @@ def current_omegas(model: nn.Module) -> dict[str, list[float]]:
     """The mean ω of every sublayer (1.0 where the skip branch is not scaled)."""
     out = {}
     for side, sublayers in _admin_sublayers(model).items():
-        out[side] = [
-            s.residual_scale.value().float().mean().item() if s.residual_scale is not None else 1.0
-            for s in sublayers
-        ]
+        out[side] = [_scale_mean(s.residual_scale) for s in sublayers]
     return out
+
+
+def _scale_mean(scale: nn.Module | None) -> float:
+    """The mean of one skip-branch scale (ADMIN's ω, DeepNorm's α), 1.0 where the skip branch is not scaled."""
+    return 1.0 if scale is None else scale.value().float().mean().item()
 
 
 def broadcast_omegas(model: nn.Module) -> None:

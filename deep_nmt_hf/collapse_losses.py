@@ -14,6 +14,9 @@ are never touched). With G(X, Y) the mean of the top decoder hidden states over 
 so the decoder state must stay close to the lightly degraded source and move away from the heavily degraded one:
 it cannot ignore the source. Defaults: τ = 0.1 (the paper's best), p_ALD = 0.3.
 
+Precision: every loss here is computed in fp32 whatever the dtype of its inputs (the logits and hidden states are
+bf16 / fp16 under mixed-precision training): the cross-entropy and the KL upcast the logits, G(X, Y) sums in fp32.
+
 Reading: the paper samples the number of replaced tokens as round(γ · n) for n real tokens; we do the same, with at
 least one token replaced in X⁻ so that it differs from X. The losses are computed inside the model's forward (training
 mode with labels), so Seq2SeqTrainer trains them unchanged and label smoothing lives in the model's loss too.
@@ -75,9 +78,11 @@ def mask_source_tokens(
 
 
 def sentence_representation(hidden_states: torch.Tensor, token_mask: torch.Tensor) -> torch.Tensor:
-    """G(X, Y): the mean of the top decoder hidden states over the non-pad target tokens."""
-    mask = token_mask.to(hidden_states.dtype).unsqueeze(-1)
-    return (hidden_states * mask).sum(1) / mask.sum(1).clamp(min=1.0)
+    """G(X, Y): the mean of the top decoder hidden states over the non-pad target tokens, summed in fp32 (under
+    bf16 / fp16 autocast the states are low precision; a long sum of them in that precision loses digits)."""
+    states = hidden_states.float()
+    mask = token_mask.to(device=states.device, dtype=states.dtype).unsqueeze(-1)
+    return (states * mask).sum(1) / mask.sum(1).clamp(min=1.0)
 
 
 def ald_contrastive_loss(

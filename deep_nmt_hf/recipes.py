@@ -1,7 +1,7 @@
 """Each paper's training recipe by name, as data: `deep-nmt train --recipe admin` (explicit flags win).
 
 A recipe fills `TrainingOptions` fields (optimizer, β's, ε, learning rate, warmup, token batches, gradient
-accumulation, clipping, label smoothing, beam, length penalty, checkpoint strategy and averaging) and config fields
+accumulation, clipping, label smoothing, beam, length penalty, checkpoint strategy and averaging, precision) and config fields
 (dropouts, embedding sharing) plus the variant, each value with where its paper says it, or the authors' released
 script when the paper is silent (named by repository and file: Transformer-Clinic and microsoft/deepnmt for ADMIN,
 wangqiangneu/dlcl, bzhangGo/zero for DS-Init + MAtt), or, where neither says, "our choice" and why. The values
@@ -12,6 +12,12 @@ Precedence (lowest first): `TrainingOptions` defaults / the variant's config def
 options and config fields (`TrainingOptions.from_recipe`, `recipe_config`; the CLI passes only flags the user
 gave). `marian` is this project's recipe before issue #14 (the one every variant used to train with), kept as
 the baseline.
+
+`precision` is resolved when `train` starts, not by `TrainingOptions.from_recipe` (`RUNTIME_FIELDS`), so that an
+explicit precision can be told from the recipe's: the recipe's fp16 falls back to fp32 on a machine without CUDA
+(with a warning), an explicit one is an error there (`training/precision.py`). Of the papers only DS-Init states
+its precision (mixed precision for its big models only); ADMIN's fp16 is in the authors' fairseq commands, DLCL's
+script asks for fp16 "if possible"; the other two are our choice, said so in their sources.
 """
 
 from __future__ import annotations
@@ -47,7 +53,10 @@ OPTION_FIELDS = (
     "average_last_checkpoints",
     "gradient_accumulation_steps",
     "save_strategy",
+    "precision",
 )
+# option fields resolved by `train` against the hardware (precision.py), not filled in by `recipe_options`
+RUNTIME_FIELDS = ("precision",)
 
 CLINIC = "Transformer-Clinic nmt-experiments/"  # ADMIN's released fairseq recipes (LiyuanLucasLiu/Transformer-Clinic)
 DEEPNMT = "microsoft/deepnmt run_wmt14_en_fr.sh"  # the released 60L-12L En-Fr training script
@@ -128,6 +137,14 @@ RECIPES: dict[str, dict[str, Setting]] = {
             10,
             CLINIC + "eval_wmt_en-de.sh: average_checkpoints.py --num-epoch-checkpoints 10 (CP_POINT_NUM=10)",
         ),
+        "precision": Setting(
+            "fp16",
+            "paper silent; "
+            + CLINIC
+            + "wmt14_en-de.md and "
+            + DEEPNMT
+            + ": --fp16 --fp16-scale-window 256 --threshold-loss-scale 0.03125 (dynamic loss scaling)",
+        ),
         **_shared_embeddings(CLINIC + "wmt14_en-de.md: --share-all-embeddings (joined dictionary)"),
     },
     "dsinit_matt": {
@@ -165,6 +182,11 @@ RECIPES: dict[str, dict[str, Setting]] = {
         "length_penalty": Setting(0.6, "sec. 5.1: length penalty 0.6"),
         "length_penalty_form": Setting("gnmt", "the authors' TensorFlow toolkit uses GNMT's ((5+len)/6)^α"),
         "average_last_checkpoints": Setting(5, "sec. 5.1: averaging the last 5 checkpoints"),
+        "precision": Setting(
+            "fp32",
+            "sec. 5.1: 'we apply mixed-precision training to all big models' — not to the base-width models of "
+            "this recipe",
+        ),
         "share_encoder_decoder_embeddings": Setting(
             False, "sec. 5.1: target embedding not shared with the source"
         ),
@@ -196,6 +218,12 @@ RECIPES: dict[str, dict[str, Setting]] = {
         "length_penalty_form": Setting("fairseq", "fairseq-py's --lenpen (len^α)"),
         "average_last_checkpoints": Setting(
             5, "sec. 4.1: the last 5 epoch checkpoints (" + DLCL_SCRIPT + ": --num-epoch-checkpoints 5)"
+        ),
+        "precision": Setting(
+            "fp16",
+            "paper silent (sec. 4.1: fairseq-py on 8 Titan V GPUs); "
+            + DLCL_SCRIPT
+            + ": '# set fp16=1 if possible' (fairseq --fp16; the released script leaves it unset, fp32)",
         ),
         **_shared_embeddings("sec. 4.1: a shared source/target vocabulary (fairseq --share-all-embeddings)"),
     },
@@ -235,6 +263,12 @@ RECIPES: dict[str, dict[str, Setting]] = {
             5,
             "sec. 5.1 averages checkpoints (count not given); our choice: the last 5 epochs, as prenorm-dlcl",
         ),
+        "precision": Setting(
+            "fp16",
+            "paper silent (sec. 5.1: fairseq on 8 P100 GPUs); our choice: fp16 as its baseline's script ("
+            + DLCL_SCRIPT
+            + ": '# set fp16=1 if possible')",
+        ),
         **_shared_embeddings("sec. 5.1: a 32k joint source/target BPE vocabulary"),
     },
     "deep_decoder": {
@@ -268,6 +302,11 @@ RECIPES: dict[str, dict[str, Setting]] = {
             "form was an inference and decodes short (bench/results/depth_multi30k_12epochs.md: length ratio 0.90)",
         ),
         "average_last_checkpoints": Setting(5, "sec. 5 → Vaswani et al.: base models average the last 5"),
+        "precision": Setting(
+            "fp16",
+            "paper silent (sec. 5: eight V100 GPUs; no public code); our choice: fp16, the V100's tensor-core "
+            "precision, as the other fairseq-era recipes here",
+        ),
         **_shared_embeddings("sec. 5 → Vaswani et al.: shared source-target BPE and embeddings"),
     },
     "marian": {
@@ -293,6 +332,7 @@ RECIPES: dict[str, dict[str, Setting]] = {
         "average_last_checkpoints": Setting(None, "deep_nmt_hf's default: no averaging"),
         "gradient_accumulation_steps": Setting(1, "deep_nmt_hf's default: no accumulation"),
         "save_strategy": Setting("steps", "deep_nmt_hf's default: a checkpoint every save_steps"),
+        "precision": Setting("fp32", "deep_nmt_hf's default (every run trained in fp32 before issue #48)"),
         **_shared_embeddings("MarianConfig's default: one shared embedding, tied output"),
     },
 }
@@ -306,8 +346,15 @@ def get_recipe(name: str) -> dict[str, Setting]:
 
 
 def recipe_options(name: str) -> dict[str, Any]:
-    """The recipe's `TrainingOptions` fields (variant included)."""
-    return {k: s.value for k, s in get_recipe(name).items() if k in OPTION_FIELDS}
+    """The recipe's `TrainingOptions` fields (variant included), less `RUNTIME_FIELDS` (`train` resolves those)."""
+    recipe = get_recipe(name)
+    return {k: s.value for k, s in recipe.items() if k in OPTION_FIELDS and k not in RUNTIME_FIELDS}
+
+
+def recipe_precision(name: str) -> str:
+    """The precision the recipe's paper trained in (fp32 where the recipe does not say)."""
+    setting = get_recipe(name).get("precision")
+    return setting.value if setting is not None else "fp32"
 
 
 def recipe_config(name: str) -> dict[str, Any]:

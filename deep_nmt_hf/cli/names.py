@@ -45,6 +45,10 @@ CHOICE_VALUES: dict[str, tuple[str, ...]] = {
 }
 
 
+# `TrainingOptions.precision` values (`deep_nmt_hf.training.precision.PRECISIONS`): `train --precision`
+PRECISIONS: tuple[str, ...] = ("fp32", "bf16", "fp16")
+
+
 def variant_names() -> list[str]:
     """Every value `--variant` accepts: model types, then short names."""
     return list(MODEL_TYPE_NAMES) + sorted(VARIANT_MODEL_TYPES)

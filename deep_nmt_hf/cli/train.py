@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from .common import _add_data_flags, _choice_help, _data_source, _HelpFormatter, _print_scores, _variant_names
+from .names import PRECISIONS
 from .preprocess import _add_data_path_flags
 from .schedule_flags import add_schedule_flags, preset_help, schedule_values
 
@@ -181,6 +182,7 @@ def _add_train_flags(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="recompute activations in backward to save memory",
     )
+    _add_precision_flags(run)
     run.add_argument(
         "--fsdp",
         action="store_true",
@@ -194,6 +196,12 @@ def _add_train_flags(parser: argparse.ArgumentParser) -> None:
         "--torch-compile-backend",
         metavar="NAME",
         help="torch.compile backend for --torch-compile (default inductor; aot_eager traces without codegen)",
+    )
+    run.add_argument(
+        "--dataloader-workers",
+        type=int,
+        metavar="N",
+        help="processes that collate training batches (default: 2 on CUDA, 0 on CPU)",
     )
     run.add_argument("--overwrite", action="store_true", help="replace an existing output directory")
     run.add_argument("--resume", action="store_true", help="continue from the checkpoints of a failed run")
@@ -231,6 +239,24 @@ def _add_train_flags(parser: argparse.ArgumentParser) -> None:
     )
     run.add_argument("--no-progress", action="store_true", help="hide progress bars")
     run.add_argument("--json", action="store_true", help="print the metrics record as JSON on stdout")
+
+
+def _add_precision_flags(run: Any) -> None:
+    """--precision and the Transformers-style aliases --bf16 / --fp16 (one of them at most)."""
+    precision = run.add_mutually_exclusive_group()
+    precision.add_argument(
+        "--precision",
+        choices=PRECISIONS,
+        help="mixed precision (the Trainer's, via accelerate): bf16 or fp16 autocast with fp32 weights, fp16 with "
+        "dynamic loss scaling (needs a CUDA GPU); default: the recipe's (the papers' fp16 falls back to fp32 "
+        "without CUDA, with a warning), else fp32",
+    )
+    precision.add_argument(
+        "--bf16", dest="precision", action="store_const", const="bf16", help="same as --precision bf16"
+    )
+    precision.add_argument(
+        "--fp16", dest="precision", action="store_const", const="fp16", help="same as --precision fp16"
+    )
 
 
 def add_parsers(commands: Any) -> dict[str, Any]:
@@ -346,6 +372,8 @@ def _cmd_train(args: argparse.Namespace) -> int:
         fsdp=args.fsdp,
         torch_compile=args.torch_compile,
         torch_compile_backend=args.torch_compile_backend,
+        precision=args.precision,
+        dataloader_workers=args.dataloader_workers,
         num_proc=args.num_proc,
         tokenizer_sample=args.tokenizer_sample,
         cache_dir=args.cache_dir,

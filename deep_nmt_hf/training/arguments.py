@@ -12,7 +12,9 @@ from ..admin import AdminProfilingCallback
 from ..configuration_deep_nmt import DeepNMTConfig
 from ..transformers_compat import checkpointing_argument
 from .divergence import DivergenceCallback
+from .loader import loader_arguments
 from .options import TrainingOptions, nmt_recipe
+from .precision import trainer_precision_arguments
 
 
 def training_arguments(
@@ -55,9 +57,10 @@ def training_arguments(
         use_cpu=not torch.cuda.is_available(),
         seed=options.seed,
         disable_tqdm=options.disable_tqdm,
-        dataloader_num_workers=0,
+        **loader_arguments(options.dataloader_workers),  # workers + pinned memory on CUDA (loader.py)
         torch_compile=options.torch_compile,
         torch_compile_backend=options.torch_compile_backend,
+        **trainer_precision_arguments(options.precision),  # bf16 / fp16 autocast (precision.py)
     )
 
 

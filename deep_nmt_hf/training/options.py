@@ -8,6 +8,8 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
+from .precision import check_precision
+
 logger = logging.getLogger(__name__)
 TRAIN_SAMPLING = ("group_by_length", "random", "sequential")
 ADAM_BETAS = (0.9, 0.98)
@@ -57,6 +59,10 @@ class TrainingOptions:
     `save_steps`; "epoch" writes ``checkpoint-<step>-epoch<E>`` at the end of every epoch (fairseq's
     ``checkpoint<E>.pt``), and `average_last_checkpoints` then averages the last N epochs, as the papers do.
     `admin_profile_tokens` / `admin_profile_positions` choose ADMIN's profiling batch (`admin.py`).
+
+    `precision` (``fp32`` / ``bf16`` / ``fp16``; None: the recipe's, else fp32) is the Trainer's mixed precision:
+    autocast in bf16 or fp16 with fp32 weights, fp16 with dynamic loss scaling; `train` resolves None and checks
+    the hardware (`precision.py`: a recipe's fp16 falls back to fp32 without CUDA, an explicit one is an error).
     """
 
     output_dir: str
@@ -120,6 +126,8 @@ class TrainingOptions:
     save_strategy: str = "steps"
     admin_profile_tokens: int | None = 8192
     admin_profile_positions: str = "all"
+    precision: str | None = None  # fp32 / bf16 / fp16; None: the recipe's, else fp32 (precision.py)
+    dataloader_workers: int | None = None  # collating processes; None: 2 on CUDA, 0 without (loader.py)
 
     @classmethod
     def from_recipe(cls, recipe: str | None, **explicit: Any) -> TrainingOptions:
@@ -200,6 +208,12 @@ class TrainingOptions:
             raise ValueError(
                 f"skip_nonfinite_batches={self.skip_nonfinite_batches} is not available with fsdp=True (a skipped "
                 "batch would leave the other ranks waiting in FSDP's gradient reduce-scatter); use 0"
+            )
+        check_precision(self.precision)
+        if self.fsdp and self.precision == "fp16":
+            raise ValueError(
+                "precision='fp16' is not available with fsdp=True (the loss scaler would find overflows in each "
+                "rank's shard alone, so the ranks could disagree on skipping a step); use bf16 or fp32"
             )
 
 

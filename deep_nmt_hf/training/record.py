@@ -18,6 +18,7 @@ from ..data import ReadReport
 from ..recipes import recipe_record
 from .metrics import compute_translation_metrics
 from .options import TrainingOptions
+from .precision import precision_record, precision_used
 from .translation import translate
 
 logger = logging.getLogger(__name__)
@@ -66,9 +67,10 @@ def score_splits(
     tokenizer: PreTrainedTokenizerBase,
     options: TrainingOptions,
     splits: list[tuple[str | None, datasets.Dataset | None]],
+    translations: dict[str, list[str]] | None = None,
 ) -> dict[str, dict[str, Any]]:
     """Translate and score each (split, dataset) with beam search: its first `final_eval_samples` sentences when
-    that is set, none when it is 0."""
+    that is set, none when it is 0. `translations`, when given, receives each split's hypotheses."""
     scores: dict[str, dict[str, Any]] = {}
     for split, dataset in splits:
         if split is None or dataset is None or options.final_eval_samples == 0:
@@ -89,6 +91,8 @@ def score_splits(
             progress=not options.disable_tqdm,
         )
         metrics = compute_translation_metrics(hypotheses, [pair[options.tgt_lang] for pair in pairs])
+        if translations is not None:
+            translations[split] = list(hypotheses)
         scores[split] = {**metrics, "split_sentences": whole}
     if options.final_eval_samples == 0:
         logger.info("final scoring skipped (final_eval_samples=0); score later with deep-nmt evaluate")
@@ -121,6 +125,12 @@ def hyperparameters(options: TrainingOptions, trainer: Any, averaged: list[str])
     )
     if options.max_tokens:
         record["global_max_tokens"] = options.max_tokens * world * options.gradient_accumulation_steps
+    # what the accelerator trained in (fp32 / bf16 / fp16), read back rather than taken from the options
+    used = precision_used(trainer.accelerator)
+    if used is not None:
+        record["precision"] = used
+    else:
+        record.pop("precision", None)  # never claim a precision the run cannot confirm
     return record
 
 
@@ -151,6 +161,9 @@ def run_record(
         train_metrics["num_input_tokens_seen"] = int(tokens_seen)
     train_metrics["skipped_nonfinite_batches"] = len(divergence.skipped)
     train_metrics["skipped_nonfinite_steps"] = list(divergence.skipped)
+    precision = precision_record(trainer.accelerator, divergence)
+    precision.pop("precision", None)  # in "hyperparameters"
+    train_metrics.update(precision)  # fp16 only: the steps the loss scaler skipped, the final loss scale
     losses = [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]
     headline_split = next((split for split in (options.test_split, valid_split) if split in scores), None)
     streaming = options.streaming

@@ -13,7 +13,6 @@ import datasets
 import torch
 from transformers import (
     AutoTokenizer,
-    DataCollatorForSeq2Seq,
     PreTrainedModel,
     PreTrainedTokenizerBase,
     set_seed,
@@ -25,14 +24,15 @@ from ..data import ReadReport
 from ..generation_settings import translation_generation_config
 from ..length_penalty import set_length_penalty
 from ..optimizers import optimizer_cls_and_kwargs
-from ..pipeline_shipping import ship_translation_pipeline
 from ..preprocessing import cached_tokenizer
 from ..recipes import describe, recipe_config
 from ..sharding import shard_model, shard_summary
 from .arguments import training_arguments, training_callbacks
 from .inputs import _load_training_data, build_config, load_split, resolve_variant, tokenize_dataset
+from .loader import training_collator
 from .metrics import make_compute_metrics
 from .options import TrainingOptions
+from .precision import resolve_precision
 from .record import recipe_values_used, run_record, score_splits
 from .staging import METRICS_FILE, SAVING_DIR, _check_output_dir, _partial_dir, staged_output_dir
 from .trainer import DeepNMTTrainer
@@ -45,6 +45,7 @@ def train(
     config_overrides: dict[str, Any] | None = None,
     *,
     staging_dir: str | os.PathLike[str] | None = None,
+    translations: dict[str, list[str]] | None = None,
 ) -> dict[str, Any]:
     """Train a model with `Seq2SeqTrainer`, save it into `options.output_dir` and return its metrics record.
 
@@ -54,7 +55,8 @@ def train(
     tokenizer, generation config and ``metrics.json`` (the returned dict).
 
     All inputs are checked before anything is written. With `staging_dir` the caller owns the staging
-    directory (see `staged_output_dir`) and the final rename; otherwise `train` stages by itself.
+    directory (see `staged_output_dir`) and the final rename; otherwise `train` stages by itself. A
+    `translations` dict receives the final scoring's hypotheses, split -> one translation per sentence.
 
     Several processes (`accelerate launch`, torchrun: WORLD_SIZE > 1 in the environment): every rank checks
     the output directory; the main process reads the corpus, trains the tokenizer and tokenizes into the
@@ -63,6 +65,7 @@ def train(
     writes ``metrics.json`` and renames the staging directory. The output directory must be on a file
     system all ranks share. Non-zero ranks return ``{"process_index": rank, "global_step": ...}``.
     """
+    options = resolve_precision(options)  # explicit, else the recipe's (with its fallback), else fp32
     config_overrides = dict(config_overrides or {})
     if options.recipe is not None:  # the recipe's config fields under the explicit ones
         config_overrides = {**recipe_config(options.recipe), **config_overrides}
@@ -126,15 +129,15 @@ def train(
 
     inputs = (config, model_class, tokenizer, train_set, valid_set, valid_split, test_set, report)
     if staging_dir is not None:
-        return _train_in(options, Path(staging_dir), *inputs)
+        return _train_in(options, Path(staging_dir), *inputs, translations=translations)
     if distributed is not None and not distributed.is_main_process:
         staging = _partial_dir(Path(options.output_dir).expanduser().absolute())
         distributed.wait_for_everyone()  # rank 0 has created (or cleaned) the staging dir
-        return _train_in(options, staging, *inputs)
+        return _train_in(options, staging, *inputs, translations=translations)
     with staged_output_dir(options.output_dir, overwrite=options.overwrite, resume=options.resume) as staging:
         if distributed is not None:
             distributed.wait_for_everyone()
-        return _train_in(options, staging, *inputs)
+        return _train_in(options, staging, *inputs, translations=translations)
 
 
 def set_generation_settings(model: PreTrainedModel, options: TrainingOptions) -> None:
@@ -172,6 +175,7 @@ def _train_in(
     valid_split: str | None,
     test_set: datasets.Dataset | None,
     report: ReadReport | None = None,
+    translations: dict[str, list[str]] | None = None,
 ) -> dict[str, Any]:
     resume_from = last_checkpoint(staging) if options.resume else None
     if resume_from is not None and config.residual_scaling == "admin":
@@ -197,7 +201,7 @@ def _train_in(
         train_dataset=train_tokens,
         eval_dataset=eval_tokens if evaluate_during else None,
         processing_class=tokenizer,
-        data_collator=DataCollatorForSeq2Seq(tokenizer, model=model, label_pad_token_id=-100),
+        data_collator=training_collator(tokenizer, model),  # pads to a multiple of 8 on CUDA (loader.py)
         compute_metrics=make_compute_metrics(tokenizer, eval_refs) if evaluate_during else None,
         callbacks=callbacks,
         optimizer_cls_and_kwargs=optimizer_cls_and_kwargs(
@@ -230,15 +234,16 @@ def _train_in(
     final_splits = [(options.test_split, test_set)]
     if options.score_valid or test_set is None:
         final_splits.insert(0, (valid_split, valid_set))
-    scores = score_splits(model, tokenizer, options, final_splits)
+    scores = score_splits(model, tokenizer, options, final_splits, translations)
 
     shutil.rmtree(staging / SAVING_DIR, ignore_errors=True)
     if not options.keep_checkpoints:
         for checkpoint in find_checkpoints(staging):
             shutil.rmtree(checkpoint)
-    model.save_pretrained(staging)  # safetensors, config.json, generation_config.json (+ code via auto_map)
+    # safetensors, config.json, generation_config.json (+ code via auto_map, and the translation pipeline:
+    # pipeline("translation", ..., trust_remote_code=True) without an install, pipeline_shipping.py)
+    model.save_pretrained(staging)
     tokenizer.save_pretrained(staging)
-    ship_translation_pipeline(staging)  # pipeline("translation", ..., trust_remote_code=True), no install
 
     record = run_record(
         options,
