@@ -10,7 +10,9 @@ the target side; the batches are then shuffled.
 `TokenBudgetBatchSampler` does that per epoch from ``(seed, epoch)``: a seeded permutation breaks length ties, a
 stable sort by source length, ties by target length, orders the examples (fairseq's
 `LanguagePairDataset.ordered_indices`: mergesort by target, then by source), the greedy cut makes the batches, and a
-second seeded permutation orders the batches. Like fairseq's `batch_by_size`, a full batch of 8 or more examples is
+second seeded permutation orders the batches. With ``pad_to_multiple_of`` (the training collator's, issue #48)
+the budget counts each length rounded up to that multiple, so the collator's padded batch still stays within it
+and batch shapes come in buckets of that size. Like fairseq's `batch_by_size`, a full batch of 8 or more examples is
 cut to a multiple of ``required_batch_size_multiple`` (fairseq's default 8: tensor-core friendly shapes) and the
 rest carried into the next batch. Under DDP (``num_replicas`` > 1) the batch list is padded to a multiple of
 ``num_replicas`` by repeating its first batches (every rank runs the same number of steps) and rank r takes
@@ -51,6 +53,8 @@ class TokenBudgetBatchSampler(Sampler[list[int]]):
             (fairseq's ``--required-batch-size-multiple``, default 8; 1 turns it off).
         seed: the epoch's order comes from (seed, epoch); call `set_epoch` each epoch (the Trainer does).
         num_replicas, rank: the DDP split (rank takes every num_replicas-th batch).
+        pad_to_multiple_of: the collator pads lengths up to a multiple of this (e.g. 8); the budget counts the
+            padded lengths (1: exact lengths, fairseq's semantics). The order still sorts by exact length.
 
     Raises ValueError naming the first example longer than `max_tokens` (fairseq raises there too; truncate with
     the max source/target length or raise the budget).
@@ -68,6 +72,7 @@ class TokenBudgetBatchSampler(Sampler[list[int]]):
         num_replicas: int = 1,
         rank: int = 0,
         required_batch_size_multiple: int = 8,
+        pad_to_multiple_of: int = 1,
     ) -> None:
         if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
             raise ValueError(f"max_tokens={max_tokens!r} must be a positive integer")
@@ -76,6 +81,12 @@ class TokenBudgetBatchSampler(Sampler[list[int]]):
         multiple = required_batch_size_multiple
         if isinstance(multiple, bool) or not isinstance(multiple, int) or multiple < 1:
             raise ValueError(f"required_batch_size_multiple={multiple!r} must be a positive integer (1: off)")
+        if (
+            isinstance(pad_to_multiple_of, bool)
+            or not isinstance(pad_to_multiple_of, int)
+            or pad_to_multiple_of < 1
+        ):
+            raise ValueError(f"pad_to_multiple_of={pad_to_multiple_of!r} must be a positive integer (1: off)")
         if not isinstance(num_replicas, int) or num_replicas < 1 or not 0 <= rank < num_replicas:
             raise ValueError(f"rank={rank!r} must lie in [0, num_replicas={num_replicas!r})")
         self.source_lengths = np.asarray(source_lengths, dtype=np.int64).reshape(-1)
@@ -103,6 +114,7 @@ class TokenBudgetBatchSampler(Sampler[list[int]]):
         self.max_tokens = max_tokens
         self.max_sentences = max_sentences
         self.required_batch_size_multiple = multiple
+        self.pad_to_multiple_of = pad_to_multiple_of
         self.shuffle = shuffle
         self.seed = seed
         self.num_replicas = num_replicas
@@ -123,6 +135,9 @@ class TokenBudgetBatchSampler(Sampler[list[int]]):
         # stable sort by source length, ties by target length: equal lengths keep the random order above
         order = order[np.lexsort((self.target_lengths[order], self.source_lengths[order]))]
         src_of, tgt_of = self.source_lengths[order], self.target_lengths[order]
+        pad = self.pad_to_multiple_of
+        if pad > 1:  # the lengths the collator pads to: the budget holds for the padded batch
+            src_of, tgt_of = -(-src_of // pad) * pad, -(-tgt_of // pad) * pad
         multiple = self.required_batch_size_multiple
         batches: list[np.ndarray] = []
         start, longest_src, longest_tgt = 0, 0, 0

@@ -18,7 +18,6 @@ from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, rotate_checkpoints
 
 from ..atomic import apply_umask_modes
 from ..averaging import checkpoint_name
-from ..pipeline_shipping import ship_translation_pipeline
 from ..sharding import (
     full_optimizer_state_dict,
     full_state_dict,
@@ -43,7 +42,8 @@ class DeepNMTTrainer(Seq2SeqTrainer):
       batch; the loss is rescaled by (local tokens / global tokens) so that the summed gradient equals the
       gradient of the token mean over the global batch — the same as one process with the whole batch.
     - Divergence guard: every training micro-batch's loss is handed to the `DivergenceCallback` among the
-      callbacks (if any); a batch it decides to skip contributes a zero gradient.
+      callbacks (if any); a batch it decides to skip contributes a zero gradient. It also watches the
+      accelerator, so that under fp16 a step the loss scaler skipped counts as an overflow, not a divergence.
     - Checkpoints are written into ``<output_dir>/.saving/checkpoint-N`` and renamed to
       ``<output_dir>/checkpoint-N`` only when every file (and every rank's RNG state) is written, so a crash
       mid-save never leaves a ``checkpoint-N`` that `--resume` or `from_pretrained` would take for complete.
@@ -82,11 +82,17 @@ class DeepNMTTrainer(Seq2SeqTrainer):
             self.optimizer_cls_and_kwargs = optimizer_cls_and_kwargs
         self.max_tokens = max_tokens
         self.train_lengths = train_lengths
-        self._component_sums: dict[str, float] = {}
+        # host syncs (issue #48): the loss components and the tokens seen add up as device tensors and are read
+        # only when a line is logged (or a checkpoint written), not every micro-batch
+        self._component_sums: dict[str, torch.Tensor] = {}
         self._component_counts: dict[str, int] = {}
+        self._tokens_pending: torch.Tensor | None = None
+        self._flop_parameters: int | None = None
         self._saving_into: Path | None = None
         guards = [cb for cb in self.callback_handler.callbacks if isinstance(cb, DivergenceCallback)]
         self.divergence: DivergenceCallback | None = guards[0] if guards else None
+        if self.divergence is not None:  # fp16: it reads the loss scaler's skipped steps
+            self.divergence.watch(self.accelerator)
         if is_sharded(self.model):
             if self.is_fsdp_enabled:
                 raise ValueError(
@@ -108,15 +114,6 @@ class DeepNMTTrainer(Seq2SeqTrainer):
         if self.args.should_save:
             with own_class(self.model):
                 self._save(output_dir, state_dict=state_dict)
-
-    def _save(self, output_dir: str | None = None, state_dict: dict | None = None) -> None:
-        """As the Trainer's (model, tokenizer, training arguments), and the translation pipeline with them
-        (pipeline_shipping.py): every checkpoint and `save_model` directory carries it."""
-        super()._save(output_dir, state_dict=state_dict)
-        output_dir = Path(output_dir if output_dir is not None else self.args.output_dir)
-        # only the writing rank; and only beside a config.json (a model that is not a PreTrainedModel has none)
-        if self.args.should_save and (output_dir / "config.json").is_file():
-            ship_translation_pipeline(output_dir)
 
     def _save_optimizer_and_scheduler(self, output_dir: str) -> None:
         """FSDP2: the full optimizer state (gathered, written by rank 0) instead of rank 0's shard."""
@@ -191,7 +188,9 @@ class DeepNMTTrainer(Seq2SeqTrainer):
             for name in LOSS_COMPONENTS:
                 value = outputs.get(name)
                 if value is not None:
-                    self._component_sums[name] = self._component_sums.get(name, 0.0) + float(value.detach())
+                    value = value.detach().float()
+                    previous = self._component_sums.get(name)
+                    self._component_sums[name] = value if previous is None else previous + value
                     self._component_counts[name] = self._component_counts.get(name, 0) + 1
         return (loss, outputs) if return_outputs else loss
 
@@ -212,17 +211,22 @@ class DeepNMTTrainer(Seq2SeqTrainer):
             seed=self.args.seed,
             num_replicas=self.args.world_size,
             rank=self.args.process_index,
+            # the collator's padding multiple (loader.PAD_MULTIPLE): the budget holds for the padded batch
+            pad_to_multiple_of=getattr(self.data_collator, "pad_to_multiple_of", None) or 1,
         )
         dataset = self.train_dataset
         if isinstance(dataset, datasets.Dataset):
             dataset = self._remove_unused_columns(dataset, description="Training")
+        workers = self.args.dataloader_num_workers
         loader = self.accelerator.prepare(
             DataLoader(
                 dataset,
                 batch_sampler=sampler,
                 collate_fn=self.data_collator,
-                num_workers=self.args.dataloader_num_workers,
+                num_workers=workers,
                 pin_memory=self.args.dataloader_pin_memory,
+                persistent_workers=workers > 0 and self.args.dataloader_persistent_workers,
+                prefetch_factor=self.args.dataloader_prefetch_factor if workers else None,
             )
         )
         # the sampler is already rank-aware: make accelerate's batch-sampler shard a passthrough (as the
@@ -237,8 +241,40 @@ class DeepNMTTrainer(Seq2SeqTrainer):
             return str(self._saving_into)
         return super()._get_output_dir(trial)
 
+    def _track_num_input_tokens(self, inputs: dict[str, Any]) -> None:
+        """As the Trainer's, without its ``.item()`` (a device sync) every micro-batch: one process adds the
+        count to a device tensor, read into `state.num_input_tokens_seen` when a line is logged or a checkpoint
+        written (`_flush_tokens_seen`). Several processes keep the Trainer's per-step gather."""
+        if self.args.include_num_input_tokens_seen == "no" or self.args.world_size > 1:
+            super()._track_num_input_tokens(inputs)
+            return
+        if self.args.include_num_input_tokens_seen == "non_padding" and "attention_mask" in inputs:
+            count = inputs["attention_mask"].sum()
+        else:
+            seen, self.state.num_input_tokens_seen = self.state.num_input_tokens_seen, 0
+            super()._track_num_input_tokens(inputs)  # the Trainer's other counts (numel: no sync)
+            count, self.state.num_input_tokens_seen = self.state.num_input_tokens_seen, seen
+        count = torch.as_tensor(count, dtype=torch.int64, device=self.args.device)
+        self._tokens_pending = count if self._tokens_pending is None else self._tokens_pending + count
+
+    def _flush_tokens_seen(self) -> None:
+        if self._tokens_pending is not None:
+            self.state.num_input_tokens_seen += int(self._tokens_pending)
+            self._tokens_pending = None
+
+    def floating_point_ops(self, inputs: dict[str, Any]) -> int:
+        """The Trainer's estimate (6 × input tokens × non-embedding parameters) with the parameter count taken
+        once: `num_parameters` walks every module and parameter, host work on every micro-batch otherwise."""
+        main_input = getattr(self.model, "main_input_name", "input_ids")
+        if main_input not in inputs or not hasattr(self.model, "num_parameters"):
+            return 0
+        if self._flop_parameters is None:
+            self._flop_parameters = self.model.num_parameters(exclude_embeddings=True)
+        return 6 * inputs[main_input].numel() * self._flop_parameters
+
     def _save_checkpoint(self, model: torch.nn.Module, trial: Any) -> None:
         """The Trainer's checkpoint, written into ``.saving/`` and renamed into place when complete."""
+        self._flush_tokens_seen()  # the saved TrainerState counts every token seen
         run_dir = Path(super()._get_output_dir(trial))
         scratch = run_dir / SAVING_DIR
         name = f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}"
@@ -284,9 +320,10 @@ class DeepNMTTrainer(Seq2SeqTrainer):
         super()._issue_warnings_after_load(load_result._replace(missing_keys=missing))
 
     def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
+        self._flush_tokens_seen()
         if "loss" in logs and self._component_counts:
             for name, total in self._component_sums.items():
-                logs[name] = round(total / self._component_counts[name], 4)
+                logs[name] = round(float(total) / self._component_counts[name], 4)
             self._component_sums.clear()
             self._component_counts.clear()
         super().log(logs, start_time)
