@@ -12,7 +12,7 @@ from transformers import AutoModelForSeq2SeqLM
 from deep_nmt_hf import DLCLConfig, DLCLForConditionalGeneration
 from deep_nmt_hf.activation_memory import saved_activation_bytes
 from deep_nmt_hf.folding import NotFoldableError, fold_to_stock
-from deep_nmt_hf.layer_aggregation import LayerAggregation, weighted_sum
+from deep_nmt_hf.layer_aggregation import History, LayerAggregation, weighted_sum
 
 
 def test_avg_init_makes_each_layer_read_the_mean_of_the_history() -> None:
@@ -327,3 +327,140 @@ def test_combination_compiles_as_one_graph_with_the_same_gradients() -> None:
     )  # no graph break at the custom function
     for grad, want in zip(torch.autograd.grad(compiled(), list(agg.parameters())), expected, strict=True):
         torch.testing.assert_close(grad, want, rtol=1e-5, atol=1e-6)
+
+
+# ------------------------------------------------------------- issue #48: one history buffer, one gradient per entry
+def plain_rows(agg: LayerAggregation, entries: list[torch.Tensor]) -> list[torch.Tensor]:
+    """The plain form: row l = tensordot(W[l, start..l], torch.stack(h_start..h_l)) under autograd."""
+    outs = []
+    for row in range(len(entries)):
+        start = agg.starts[row]
+        weights = agg.weight[row, start : row + 1].to(entries[0].dtype)
+        outs.append(torch.tensordot(weights, torch.stack(entries[start : row + 1]), dims=1))
+    return outs
+
+
+def buffer_rows(agg: LayerAggregation, entries: list[torch.Tensor]) -> list[torch.Tensor]:
+    """The same rows through the library's `History` (entries as given: `store` is left out on purpose)."""
+    history = History(agg, entries[0])
+    outs = [history.next_row()]
+    for entry in entries[1:]:
+        history.append(entry)
+        outs.append(history.next_row())
+    return outs
+
+
+def row_gradients(rows, agg, entries, autocast: bool = False):
+    """Forward the rows of `entries` (leaves) and differentiate Σ_l <c_l, row_l>: (rows, ∂W, ∂entries)."""
+    agg.zero_grad(set_to_none=True)
+    leaves = [e.clone().requires_grad_() for e in entries]
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+        outs = rows(agg, leaves)
+    generator = torch.Generator().manual_seed(7)
+    loss = sum((out.float() * torch.randn(out.shape, generator=generator)).sum() for out in outs)
+    loss.backward()
+    return [o.detach() for o in outs], agg.weight.grad.clone(), [leaf.grad for leaf in leaves]
+
+
+@pytest.mark.parametrize("window", [-1, 3, 1])
+def test_history_buffer_is_bit_for_bit_the_plain_form_forward_and_in_w(window) -> None:
+    torch.manual_seed(0)
+    agg = LayerAggregation(8, 16, pre_norm=True, window=window)
+    with torch.no_grad():
+        agg.weight.copy_(agg.initial_weight() + 0.3 * torch.randn(9, 9))
+    entries = [torch.randn(3, 5, 16) for _ in range(9)]
+    outs, grad_w, grad_h = row_gradients(buffer_rows, agg, entries)
+    plain_outs, plain_w, plain_h = row_gradients(plain_rows, agg, entries)
+    for out, plain in zip(outs, plain_outs, strict=True):
+        assert torch.equal(out, plain)  # the same matrix product over the same (n, N) layout
+    assert torch.equal(grad_w, plain_w)  # the same product as tensordot's backward
+    # the history gradients: one product over the rows that read an entry, against autograd's one add per row
+    # (row L first); equal where an entry has one reader, else to float32 rounding
+    for grad, plain in zip(grad_h, plain_h, strict=True):
+        if window == 1:
+            assert torch.equal(grad, plain)
+        torch.testing.assert_close(grad, plain, rtol=1e-6, atol=1e-6)
+
+
+def test_history_buffer_under_bf16_autocast_matches_the_plain_form() -> None:
+    torch.manual_seed(0)
+    agg = LayerAggregation(6, 16, pre_norm=True)
+    with torch.no_grad():
+        agg.weight.copy_(agg.initial_weight() + 0.3 * torch.randn(7, 7))
+    entries = [torch.randn(2, 4, 16) for _ in range(7)]  # float32, as LayerNorm's output under autocast
+    outs, grad_w, grad_h = row_gradients(buffer_rows, agg, entries, autocast=True)
+    plain_outs, plain_w, plain_h = row_gradients(plain_rows, agg, entries, autocast=True)
+    for out, plain in zip(outs, plain_outs, strict=True):
+        assert out.dtype == plain.dtype == torch.bfloat16 and torch.equal(out, plain)
+    assert grad_w.dtype == torch.float32 and torch.equal(grad_w, plain_w)
+    for grad, plain in zip(grad_h, plain_h, strict=True):
+        # plain: float32 sums of bfloat16 products; here: one bfloat16 rounding of the summed products
+        assert grad.dtype == torch.float32
+        torch.testing.assert_close(grad, plain, rtol=2**-7, atol=1e-2)
+
+
+def test_history_buffer_retained_graph_and_an_unused_top_row() -> None:
+    torch.manual_seed(0)
+    agg = LayerAggregation(4, 8, pre_norm=True)
+    with torch.no_grad():
+        agg.weight.copy_(agg.initial_weight() + 0.3 * torch.randn(5, 5))
+    leaves = [torch.randn(2, 8, requires_grad=True) for _ in range(5)]
+    for rows in (buffer_rows, plain_rows):
+        outs = rows(agg, leaves)
+        loss = outs[2].pow(2).sum() + outs[1].sum()  # rows 3 and 4 unused: their gradient is 0
+        first = torch.autograd.grad(loss, leaves[:3], retain_graph=True)
+        second = torch.autograd.grad(loss, leaves[:3])  # a second pass over the retained graph
+        for a, b in zip(first, second, strict=True):
+            assert torch.equal(a, b)
+        if rows is buffer_rows:
+            expected = first
+        else:
+            for a, b in zip(expected, first, strict=True):
+                torch.testing.assert_close(a, b, rtol=1e-6, atol=1e-6)
+
+
+def aggregation_bytes_written(layers: int, history_kind: str) -> int:
+    """Bytes every operator of a DLCL chain of tanh layers writes in forward + backward (`run_chain`)."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    written = [0]
+
+    class Counting(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            if not func.is_view:
+                for t in out if isinstance(out, (tuple, list)) else [out]:
+                    if isinstance(t, torch.Tensor):
+                        written[0] += t.numel() * t.element_size()
+            return out
+
+    agg = LayerAggregation(layers, 64, pre_norm=True)
+    with torch.no_grad():
+        agg.weight.copy_(agg.initial_weight())
+    x = torch.randn(4, 16, 64, requires_grad=True)
+
+    def combine(agg, history):
+        return LayerAggregation.combine(agg, history)
+
+    with Counting():
+        if history_kind == "buffer":
+            history = agg.new_history(x)
+        else:
+            history = [agg.store(x, 0)]
+        hidden = combine(agg, history)
+        for _ in range(layers):
+            history.append(agg.store(torch.tanh(hidden), len(history)))
+            hidden = combine(agg, history)
+        hidden.sum().backward()
+    return written[0]
+
+
+def test_history_buffer_moves_bytes_linear_in_depth() -> None:
+    """Issue #48: each row of the per-row form stacked its whole history (and again in backward) and each entry
+    took one full-size gradient add per later row: bytes quadratic in depth. The buffer writes each entry, row
+    output and row gradient once: linear (the matrix products still READ the history, as any dense DLCL must)."""
+    buffer = {layers: aggregation_bytes_written(layers, "buffer") for layers in (8, 16)}
+    rows = {layers: aggregation_bytes_written(layers, "list") for layers in (8, 16)}
+    assert buffer[16] / buffer[8] < 2.2, buffer
+    assert rows[16] / rows[8] > 2.8, rows  # the per-row form, for contrast
+    assert buffer[16] < rows[16] / 3
