@@ -23,9 +23,11 @@ generic cache code (beam reordering, `crop`, batch selection, code reading `keys
   plain `DynamicLayer` operations on the position and batch axes, and a step still costs O(1) work in the prefix
   length.
 
-A static cache (`cache_implementation="static"`, needed for `torch.compile`d generation) works for every variant
-whose state is keys and values; MAtt raises `StaticCacheNotSupported` naming the variant (its prefix-sum slot has no
-fixed-size form in Transformers' StaticLayer, whose fill level is shared with the other slots).
+A static cache (`cache_implementation="static"`, needed for `torch.compile`d generation) works for every variant.
+MAtt keeps the same prefix sums and counts in the pre-allocated (batch, heads, max_cache_len, head_dim) tensors of
+Transformers' own `StaticLayer` (`StaticRunningAverage` reads and writes them): each step writes its entry in place
+at the slot's fill level and reads the entry before it with a tensor index, no data-dependent branch, so compiled
+decoding keeps one graph; beam reordering and batch handling are the StaticLayer's.
 """
 
 from __future__ import annotations
@@ -37,7 +39,8 @@ from transformers.cache_utils import Cache, DynamicCache, DynamicLayer, EncoderD
 
 
 class StaticCacheNotSupported(ValueError):
-    """A variant whose decoder state is not keys and values was given a static (compile-ready) cache."""
+    """A variant whose decoder state has no static (compile-ready) form was given a static cache. Every variant has
+    one now (MAtt since `StaticRunningAverage`); kept for code that catches it."""
 
 
 class RunningAverageLayer(DynamicLayer):
@@ -57,14 +60,54 @@ class RunningAverageLayer(DynamicLayer):
     def append(self, sums: torch.Tensor, counts: torch.Tensor, heads: int) -> None:
         """Append prefix sums (batch, t, d_model) and prefix counts (batch, t, 1) in the (batch, heads, t,
         head_dim) layout above."""
-        keys = sums.unflatten(-1, (heads, -1)).transpose(1, 2)
-        self.update(keys, counts.unsqueeze(1).expand(keys.shape))
+        append_prefixes(self, sums, counts, heads)
 
     def previous(self) -> tuple[torch.Tensor, torch.Tensor] | None:
         """(sum, count) over the cached prefix, shapes (batch, d_model) and (batch, 1); None when empty."""
         if self.get_seq_length() == 0:
             return None
         return self.keys[:, :, -1].flatten(1), self.values[:, 0, -1, :1]
+
+
+def append_prefixes(
+    layer: DynamicLayer | StaticLayer, sums: torch.Tensor, counts: torch.Tensor, heads: int
+) -> None:
+    """Write prefix sums (batch, t, d_model) and counts (batch, t, 1) into a cache layer as keys and values in the
+    (batch, heads, t, head_dim) layout of `RunningAverageLayer`."""
+    keys = sums.unflatten(-1, (heads, -1)).transpose(1, 2)
+    layer.update(keys, counts.unsqueeze(1).expand(keys.shape))
+
+
+class StaticRunningAverage:
+    """A Transformers `StaticLayer` used as a MAtt slot: the `RunningAverageLayer` layout (prefix sums as keys,
+    prefix counts as values) in its pre-allocated (batch, heads, max_cache_len, head_dim) tensors. `append` writes
+    in place at the fill level (`StaticLayer.update`); `previous` reads the entry before it with a tensor index and
+    gives zeros while the slot is empty (after a prefill or a crop to 0 alike), without a data-dependent branch."""
+
+    def __init__(self, layer: StaticLayer) -> None:
+        self.layer = layer
+
+    def append(self, sums: torch.Tensor, counts: torch.Tensor, heads: int) -> None:
+        append_prefixes(self.layer, sums, counts, heads)
+
+    def previous(self) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """(sum, count) over the cached prefix, shapes (batch, d_model) and (batch, 1); None before allocation."""
+        layer = self.layer
+        if not layer.is_initialized:  # the prefill (never compiled) allocates it
+            return None
+        filled = layer.cumulative_length.reshape(())  # a 0-d tensor from 5.24, shape (1,) before
+        last = (filled - 1).clamp(min=0).reshape(1)
+        present = (filled > 0).to(layer.keys.dtype)
+        sums = layer.keys.index_select(2, last).flatten(1) * present
+        counts = layer.values.index_select(2, last)[:, 0, 0, :1] * present
+        return sums, counts
+
+    def get_seq_length(self) -> int | torch.Tensor:
+        return self.layer.get_seq_length()
+
+    @property
+    def max_cache_len(self) -> int:
+        return self.layer.max_cache_len
 
 
 def expanded_zeros(like: torch.Tensor, shape: tuple[int, ...]) -> torch.Tensor:
@@ -127,8 +170,9 @@ def is_static(past_key_values: Cache | None) -> bool:
     return any(isinstance(layer, StaticLayer) for layer in self_attention_half(past_key_values).layers)
 
 
-def running_average_slot(past_key_values: Cache, index: int) -> RunningAverageLayer:
-    """The RunningAverageLayer for layer application `index`, replacing the empty generic slot on first use."""
+def running_average_slot(past_key_values: Cache, index: int) -> RunningAverageLayer | StaticRunningAverage:
+    """The RunningAverageLayer for layer application `index`, replacing the empty generic slot on first use; a
+    static cache's slot is used in place (`StaticRunningAverage`)."""
     cache = self_attention_half(past_key_values)
     while len(cache.layers) <= index:
         cache.layers.append(RunningAverageLayer())
@@ -136,10 +180,7 @@ def running_average_slot(past_key_values: Cache, index: int) -> RunningAverageLa
     if isinstance(slot, RunningAverageLayer):
         return slot
     if isinstance(slot, StaticLayer):
-        raise StaticCacheNotSupported(
-            "decoder_attention='merged' (MAtt, the DSInitMAtt variant) keeps prefix sums, not keys and values, and "
-            "cannot use a static cache or torch.compile'd generation; use the default dynamic cache"
-        )
+        return StaticRunningAverage(slot)
     if slot.get_seq_length() > 0:
         raise ValueError(f"cache slot {index} already holds self-attention keys; MAtt needs a fresh cache")
     replacement = RunningAverageLayer()
@@ -165,18 +206,12 @@ def decoder_cache(
 ) -> Cache | None:
     """The cache a decoder forward runs with, as in Marian: a given cache is used unless ``use_cache=False``; none
     given, a fresh dynamic one when `use_cache` (unset: ``config.use_cache``) asks for it. A dynamic cache gets
-    `slots` slots (one per layer application); MAtt (``decoder_attention="merged"``) refuses a static one."""
+    `slots` slots (one per layer application)."""
     if use_cache is False:
         return None
     if past_key_values is None and (use_cache or (use_cache is None and config.use_cache)):
         past_key_values = EncoderDecoderCache(DynamicCache(), DynamicCache())
     static = is_static(past_key_values)
-    if static and config.decoder_attention == "merged":
-        raise StaticCacheNotSupported(
-            f"{type(config).__name__} with decoder_attention='merged' (MAtt, the DSInitMAtt variant) keeps prefix "
-            "sums of its average attention, not keys and values, so it cannot use a static cache or "
-            "torch.compile'd generation; use the default dynamic cache"
-        )
     if past_key_values is not None and not static:
         ensure_cache_slots(past_key_values, slots)
     return past_key_values
@@ -206,6 +241,8 @@ __all__ = [
     "NoCrossAttentionLayer",
     "RunningAverageLayer",
     "StaticCacheNotSupported",
+    "StaticRunningAverage",
+    "append_prefixes",
     "ensure_cache_slots",
     "expanded_zeros",
     "is_static",

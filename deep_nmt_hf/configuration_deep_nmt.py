@@ -4,7 +4,8 @@ The core is the Vaswani et al. (2017) encoder-decoder Transformer; each paper in
 orthogonal choice (see ../shared/DESIGN.md). Field names follow Transformers (`d_model`, `encoder_layers`,
 `encoder_ffn_dim`, ...) so that stock tooling (`run_translation.py`, `generate`, pipelines) reads them.
 
-This file ships with saved checkpoints (`trust_remote_code`): it imports nothing but transformers.
+This file ships with saved checkpoints (`trust_remote_code`): it imports nothing but transformers and the flat
+sibling pipeline_shipping.py (which ships too).
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from typing import Any, ClassVar
 
 from transformers import PretrainedConfig
 from transformers.activations import ACT2FN
+
+from .pipeline_shipping import served_by_the_registered_task
 
 # field -> (values implemented now, values that exist in the design but are not implemented yet)
 CHOICES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
@@ -155,6 +158,11 @@ class DeepNMTConfig(PretrainedConfig):
     ) -> None:
         # the base class is a dataclass whose __init__ resets its own fields: call it first
         super().__init__(is_encoder_decoder=is_encoder_decoder, **kwargs)
+        # a saved directory's pipeline entry, when the package's registered task serves it (pipeline_shipping.py)
+        if getattr(self, "custom_pipelines", None):
+            self.custom_pipelines = served_by_the_registered_task(self.custom_pipelines)
+            if not self.custom_pipelines:
+                del self.custom_pipelines
         self.vocab_size = vocab_size
         self.d_model = d_model
         self.encoder_layers = encoder_layers

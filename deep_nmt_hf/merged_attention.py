@@ -18,6 +18,7 @@ head_dim): the sums split into heads as keys, the counts broadcast as values. Ea
 (O(1) arithmetic in the target length; the slot grows by one entry per position, like a K/V cache), and beam
 reordering, `crop` (assisted decoding) and batch selection are the plain cache-layer operations. The number of
 cached positions is the slot's sequence length, so the position offset and `generate`'s bookkeeping stay right.
+A static cache (compiled generation) keeps the same entries in its pre-allocated slot (`caches.StaticRunningAverage`).
 
 With `output_attentions=True` the sublayer returns the average attention's weights too: per head, the
 lower-triangular matrix whose row t holds 1/t over the real positions ≤ t (M_a of eq. 16, the same for every head).
@@ -29,7 +30,7 @@ import torch
 from torch import nn
 from transformers.cache_utils import Cache
 
-from .caches import running_average_slot
+from .caches import StaticRunningAverage, running_average_slot
 
 
 def cumulative_average(
@@ -50,19 +51,36 @@ def cumulative_average(
 
 
 def average_attention_weights(
-    counts: torch.Tensor, padding: torch.Tensor | None, past_length: int, heads: int
+    counts: torch.Tensor,
+    padding: torch.Tensor | None,
+    past_length: int | torch.Tensor,
+    heads: int,
+    key_length: int | None = None,
 ) -> torch.Tensor:
     """The weights M_a of the average attention as an attention matrix, (batch, heads, queries, past + queries):
-    query i (position past + i) gives 1/count to each real position ≤ past + i and 0 elsewhere."""
+    query i (position past + i) gives 1/count to each real position ≤ past + i and 0 elsewhere. A static cache
+    fixes the key axis at its `key_length` (max_cache_len), as for its keys and values; `past_length` is then its
+    fill level, a tensor, and the padding (positions 0 ..) is extended with zeros."""
     batch, queries = counts.shape[:2]
-    keys = past_length + queries
+    keys = past_length + queries if key_length is None else key_length
     real = torch.ones(batch, keys, dtype=counts.dtype, device=counts.device)
-    if padding is not None:
+    if padding is not None and key_length is None:
         real = padding[:, -keys:].to(counts.dtype)
+    elif padding is not None:
+        real = nn.functional.pad(padding.to(counts.dtype), (0, key_length - padding.shape[1]))
     positions = torch.arange(keys, device=counts.device)
     visible = positions[None, :] <= (past_length + torch.arange(queries, device=counts.device))[:, None]
     weights = real[:, None, :] * visible.to(counts.dtype) / counts.clamp(min=1.0)
     return weights[:, None].expand(batch, heads, queries, keys)
+
+
+def real_target_positions(mask: torch.Tensor) -> torch.Tensor:
+    """The real target positions (batch, key_length), from position 0, of the 4D decoder mask (batch, 1, queries,
+    key_length) that `generate` builds for a static cache: its last query attends to every real position up to
+    itself (a boolean mask attends where True, an additive one where 0); later positions come out as not real,
+    which the average's causal structure ignores."""
+    row = mask[:, 0, -1]
+    return row if row.dtype == torch.bool else row == 0
 
 
 class MergedAttention(nn.Module):
@@ -92,7 +110,13 @@ class MergedAttention(nn.Module):
         past = slot.previous() if slot is not None else None
         past_length = slot.get_seq_length() if slot is not None else 0
         values = attention.v_proj(hidden_states)
-        averages, sums, counts = cumulative_average(values, target_padding, past)
+        current = target_padding
+        if isinstance(slot, StaticRunningAverage) and target_padding is not None:
+            # a static slot's padding covers positions from 0 (to max_cache_len from a 4D mask): gather the
+            # queries' own positions with the fill level as a tensor, no data-dependent slice
+            positions = torch.arange(values.shape[1], device=values.device) + past_length
+            current = target_padding.gather(1, positions.expand(values.shape[0], -1))
+        averages, sums, counts = cumulative_average(values, current, past)
         if slot is not None:
             slot.append(sums, counts, attention.num_heads)
         context, cross_weights = attention.attend(
@@ -100,11 +124,12 @@ class MergedAttention(nn.Module):
         )
         average_weights = None
         if output_attentions:
+            key_length = slot.max_cache_len if isinstance(slot, StaticRunningAverage) else None
             average_weights = average_attention_weights(
-                counts, target_padding, past_length, attention.num_heads
+                counts, target_padding, past_length, attention.num_heads, key_length
             )
             if past is None:  # no cached prefix: apply the returned weights, so that gradients reach them
                 if torch.is_grad_enabled() and values.requires_grad:
                     average_weights = average_weights.detach().requires_grad_()
-                averages = torch.matmul(average_weights[:, 0], values)
+                averages = torch.matmul(average_weights[:, 0, :, : values.shape[1]], values)
         return attention.out_proj(averages + context), (average_weights, cross_weights)

@@ -37,7 +37,7 @@ from transformers.modeling_outputs import (
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 from transformers.utils.output_capturing import OutputRecorder, capture_outputs
 
-from .caches import decoder_cache, mark_cross_slot_without_attention, self_attention_half
+from .caches import decoder_cache, is_static, mark_cross_slot_without_attention, self_attention_half
 from .collapse_losses import (
     ald_contrastive_loss,
     mask_source_tokens,
@@ -64,7 +64,8 @@ from .initialization import (
 )
 from .layer_aggregation import LayerAggregation
 from .layer_sharing import stack_plan
-from .merged_attention import MergedAttention
+from .merged_attention import MergedAttention, real_target_positions
+from .pipeline_shipping import carrying_translation_pipeline
 from .residual import AdminOmega, build_residual_scale, sublayers_per_layer
 from .transformers_compat import cache_of, takes_cache, with_cache
 
@@ -448,8 +449,32 @@ class DeepNMTPreTrainedModel(PreTrainedModel):
     _supports_sdpa = True
     _supports_flash_attn = True
     _supports_flex_attn = True
-    _can_compile_fullgraph = True  # generate compiles static-cache decoding (MAtt refuses a static cache)
+    _can_compile_fullgraph = True  # generate compiles static-cache decoding (MAtt too: StaticRunningAverage)
     _no_split_modules = ["DeepNMTEncoderLayer", "DeepNMTDecoderLayer"]
+
+    def save_pretrained(self, save_directory: Any, *args: Any, **kwargs: Any) -> Any:
+        """Transformers' save; the directory also carries `pipeline("translation")` (pipeline_shipping.py):
+        config.json's `custom_pipelines` entry, and translation_pipeline.py copied with this file's imports."""
+        with carrying_translation_pipeline(self):
+            return super().save_pretrained(save_directory, *args, **kwargs)
+
+    def mark_tied_weights_as_initialized(self, loading_info: Any) -> None:
+        """Transformers' marking, except that a weight absent from the checkpoint under every one of its names
+        stays missing (moved off `meta` and initialised, as Marian's). The stacks hold `shared` itself, so the tie
+        targets `encoder.embed_tokens.weight` / `decoder.embed_tokens.weight` are the very Parameter
+        `shared.weight` is: flagging the targets flags the source, and Transformers then drops it from the missing
+        keys (its rule for module-tying custom code) — a checkpoint without it loaded silently, left on `meta`."""
+        missing = set(loading_info.missing_keys)
+        names: dict[int, list[str]] = {}
+        for name, tensor in self.state_dict(keep_vars=True).items():
+            names.setdefault(id(tensor), []).append(name)
+        absent = [group for group in names.values() if set(group) <= missing]
+        super().mark_tied_weights_as_initialized(loading_info)
+        for group in absent:
+            tensor = self.get_parameter_or_buffer(group[0])
+            if getattr(tensor, "_is_hf_initialized", False):
+                del tensor._is_hf_initialized
+            loading_info.missing_keys = set(loading_info.missing_keys) | set(group)
 
     @torch.no_grad()
     def _init_weights(self, module: nn.Module) -> None:
@@ -510,7 +535,7 @@ class _Stack(DeepNMTPreTrainedModel):
         """The input of the first layer and the DLCL history (None for plain residual stacks)."""
         if self.aggregation is None:
             return embedded, None
-        history = [self.aggregation.store(embedded, 0)]
+        history = self.aggregation.new_history(embedded)  # list-like: one buffer (layer_aggregation.History)
         return self.aggregation.combine(history), history
 
     def next_input(self, output: torch.Tensor, history: list[torch.Tensor] | None) -> torch.Tensor:
@@ -583,9 +608,9 @@ class DeepNMTDecoder(_Stack):
     """The decoder stack; with a cache it runs incrementally (one cache entry per layer application).
 
     A given `cache` is used unless `use_cache=False` (unset `use_cache` follows `config.use_cache`, as in
-    Marian). The cache layout per variant is documented in caches.py; a static cache works for every variant but
-    MAtt, which raises `StaticCacheNotSupported`. With `output_attentions` / `output_hidden_states` it returns one
-    tensor per layer application (`config.decoder_depth` = `config.num_hidden_layers`, plus the embeddings for the
+    Marian). The cache layout per variant is documented in caches.py; a static cache works for every variant (MAtt
+    keeps its prefix sums in the static slot and reads its target padding from the 4D mask `generate` builds).
+    With `output_attentions` / `output_hidden_states` it returns one tensor per layer application (`config.decoder_depth` = `config.num_hidden_layers`, plus the embeddings for the
     hidden states): self-attention (batch, heads, queries, keys) — for MAtt the average-attention weights, 1/t over
     the real positions ≤ t —, cross-attention (batch, heads, queries, source), zeros for a layer whose
     cross-attention is absent or dropped in this pass. Transformers' output recording collects them from the layers
@@ -628,6 +653,9 @@ class DeepNMTDecoder(_Stack):
             # positional: the cache argument is `cache` from 5.24 on, `past_key_values` before
             self_half = self_attention_half(cache) if cache is not None else None
             self_mask = create_causal_mask(masks_for, hidden_states, attention_mask, self_half)
+        elif isinstance(attention_mask, torch.Tensor) and attention_mask.dim() == 4 and is_static(cache):
+            # `generate` hands a static cache a 4D causal mask; MAtt reads the real target positions from it
+            attention_mask = real_target_positions(attention_mask)
         elif attention_mask is not None and attention_mask.dim() != 2:
             raise ValueError(
                 "decoder_attention='merged' (MAtt) needs a (batch, length) decoder_attention_mask marking target "
@@ -997,8 +1025,8 @@ class DSInitMAttForConditionalGeneration(DeepNMTForConditionalGeneration, Genera
     """DS-Init + merged-attention model: the core with `DSInitMAttConfig` defaults.
 
     Its decoder state is the prefix sums of the average attention (caches.RunningAverageLayer), not keys and
-    values: dynamic-cache generation, beam search and assisted decoding work; a static cache / torch.compile'd
-    generation raises `StaticCacheNotSupported`."""
+    values: dynamic-cache generation, beam search and assisted decoding work, and a static cache / torch.compile'd
+    generation keeps them in its pre-allocated slots (caches.StaticRunningAverage)."""
 
     config_class = DSInitMAttConfig
 

@@ -1,32 +1,40 @@
-"""The translation pipeline carried in every checkpoint we write, so Hub users need no install (issue #25).
+"""The translation pipeline carried in every model directory we write, so Hub users need no install (issue #25).
 
 Transformers 5 removed its "translation" task; importing `deep_nmt_hf` registers ours again
 (translation_pipeline.py), but where the package is not installed there is nothing to import. Transformers' own
-way for a model to bring its pipeline: ``config.json`` maps the task to ``"module.Class"`` and the model classes
-under ``custom_pipelines``, and the module file lies beside the weights — what `Pipeline.save_pretrained` writes for
-a pipeline registered with `PIPELINE_REGISTRY.register_pipeline`. ``pipeline("translation", model=DIR_OR_REPO,
-trust_remote_code=True)`` then loads that class as remote code, and the model with its own remote code.
+way for a model to bring its pipeline is what `Pipeline.save_pretrained` writes for a pipeline registered with
+`PIPELINE_REGISTRY.register_pipeline`: ``config.json`` maps the task to ``"module.Class"`` and the model classes
+under ``custom_pipelines``, and the module file lies beside the weights. ``pipeline("translation",
+model=DIR_OR_REPO, trust_remote_code=True)`` then loads that class as remote code, and the model with its own.
 
-`ship_translation_pipeline(directory)` adds exactly that to a saved model directory: the ``custom_pipelines``
-entry (built from the registration as `Pipeline.save_pretrained` builds it) and ``translation_pipeline.py`` with
-the flat sibling modules it imports (none today: it imports only transformers, the rule for shipped files).
-It is called after ``save_pretrained`` wherever we write a model: training's final model and every Trainer
-checkpoint (`DeepNMTTrainer._save`), and `hub.prepare_upload` (``deep-nmt push``); `averaging.average_checkpoints`
-copies it from the newest checkpoint with the config. A plain ``model.save_pretrained`` does not add it (that
-needs a line in modeling_deep_nmt.py). Folded stock models keep their promise of no code files and do not carry it.
+One code path writes both, `save_pretrained` of every model class (issue #49): `DeepNMTPreTrainedModel.save_pretrained`
+saves under `carrying_translation_pipeline(model)`, which puts the entry in the config for that save only, and
+translation_pipeline.py is a relative import of the model code (modeling_deep_nmt.py imports this module, which
+imports it), so Transformers' `custom_object_save` copies it with modeling_deep_nmt.py, as it copies every module
+the model code imports. So a plain ``model.save_pretrained(DIR)``, training's final model, every Trainer checkpoint
+and `hub.prepare_upload` (``deep-nmt push``) carry it alike, and so does a save of the model loaded as remote code
+without the package; `averaging.average_checkpoints` copies it from the newest checkpoint with the config. Folded
+stock models keep their promise of no code files and do not carry it.
+
+With the package imported, the task is already registered with this very class: `DeepNMTConfig` then drops the
+entry when it reads a config (`served_by_the_registered_task`), so ``pipeline("translation", model=DIR)`` takes the
+registered pipeline without ``trust_remote_code`` (Transformers asks for it, or for ``pipeline_class=``, whenever
+the config names the task under ``custom_pipelines``).
+
+This module ships with the model code: it imports only transformers and its flat sibling translation_pipeline.py.
 """
 
 from __future__ import annotations
 
-import json
-import os
+import contextlib
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from transformers.dynamic_module_utils import get_relative_import_files
+from transformers.pipelines import PIPELINE_REGISTRY
 
 from . import translation_pipeline
-from .atomic import atomic_write
 from .translation_pipeline import TranslationPipeline, register_translation_pipeline
 
 TASK = "translation"
@@ -49,17 +57,36 @@ def shipped_files() -> list[Path]:
     return [source, *(Path(path) for path in get_relative_import_files(str(source)))]
 
 
-def ship_translation_pipeline(directory: str | os.PathLike[str]) -> None:
-    """Make the saved model in `directory` carry the translation pipeline: copy its module file(s) and add the
-    ``custom_pipelines`` entry to ``config.json`` (each file written atomically)."""
-    directory = Path(directory)
-    config_path = directory / "config.json"
-    if not config_path.is_file():
-        raise FileNotFoundError(f"{directory}: no config.json; save the model before shipping its pipeline")
-    for source in shipped_files():
-        with atomic_write(directory / source.name) as handle:
-            handle.write(source.read_text(encoding="utf-8"))
-    config = json.loads(config_path.read_text(encoding="utf-8"))
-    config["custom_pipelines"] = custom_pipelines_entry()
-    with atomic_write(config_path) as handle:  # as PreTrainedConfig.to_json_string writes it
-        handle.write(json.dumps(config, indent=2, sort_keys=True) + "\n")
+@contextlib.contextmanager
+def carrying_translation_pipeline(model: Any) -> Iterator[None]:
+    """Around `model.save_pretrained`: config.json gets the ``custom_pipelines`` entry (the model's config as it
+    was is restored afterwards). Only for a model whose code is saved with it (`_auto_class` set, as for every
+    registered model class and remote code), since the entry names a module file saved beside that code."""
+    config = model.config
+    if getattr(model, "_auto_class", None) is None:
+        yield
+        return
+    missing = object()
+    before = config.__dict__.get("custom_pipelines", missing)
+    config.custom_pipelines = {**(before if isinstance(before, dict) else {}), **custom_pipelines_entry()}
+    try:
+        yield
+    finally:
+        if before is missing:
+            del config.custom_pipelines
+        else:
+            config.custom_pipelines = before
+
+
+def served_by_the_registered_task(custom_pipelines: dict[str, Any]) -> dict[str, Any]:
+    """`custom_pipelines` without our translation entry when the "translation" task is registered with this very
+    `TranslationPipeline` class (the package imported: its own import registered it), so that `pipeline()` takes
+    the registered class instead of asking for ``trust_remote_code``. Loaded as remote code without the package,
+    the task is not registered with the remote class and the entry stays."""
+    entry = custom_pipelines.get(TASK)
+    registered = PIPELINE_REGISTRY.supported_tasks.get(TASK, {}).get("impl")
+    if not isinstance(entry, dict) or registered is not TranslationPipeline:
+        return custom_pipelines
+    if entry.get("impl") != custom_pipelines_entry()[TASK]["impl"]:
+        return custom_pipelines  # someone else's pipeline under the task name: theirs to serve
+    return {task: info for task, info in custom_pipelines.items() if task != TASK}

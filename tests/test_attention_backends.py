@@ -161,7 +161,7 @@ def test_static_cache_decoding_compiles_fullgraph(variant: str) -> None:
     """`_can_compile_fullgraph` holds: `generate` with a static cache compiles the decoding steps with
     `fullgraph=True` (a graph break would raise) for the variants with their own stack code (DLCL's aggregation,
     shared layers' loops, ADMIN's ω; the deep decoder is in test_generation_contracts), and the tokens and scores
-    equal eager decoding's. MAtt refuses a static cache (caches.StaticCacheNotSupported)."""
+    equal eager decoding's. MAtt's static slot is checked in tests/test_static_merged_attention.py."""
     model = variant_model(variant, seed=6)
     assert model._can_compile_fullgraph
     ids, mask = padded_batch([6, 4], seed=6)

@@ -18,7 +18,6 @@ from factories import EOS, PAD, counting_task_model, padded_batch
 from transformers.cache_utils import DynamicCache, EncoderDecoderCache
 
 import deep_nmt_hf
-from deep_nmt_hf.caches import StaticCacheNotSupported
 
 VARIANTS = sorted(deep_nmt_hf.VARIANTS)
 ATOL = 1e-4
@@ -76,10 +75,6 @@ def test_counting_task_models_translate_with_varied_tokens(variant: str) -> None
 def test_cached_decoding_equals_uncached(variant: str, mode: str) -> None:
     model = trained(variant)
     settings = dict(MODES[mode])
-    if mode == "static" and model.config.decoder_attention == "merged":
-        with pytest.raises(StaticCacheNotSupported, match="static cache"):
-            generate(model, use_cache=True, **settings)
-        return
     cached = generate(model, use_cache=True, **settings)
     settings.pop("cache_implementation", None)
     uncached = generate(model, use_cache=False, **settings)

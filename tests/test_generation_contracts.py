@@ -17,12 +17,12 @@ from transformers import CompileConfig, GenerationMixin
 from transformers.cache_utils import DynamicCache, EncoderDecoderCache
 
 import deep_nmt_hf
-from deep_nmt_hf.caches import NoCrossAttentionLayer, RunningAverageLayer, StaticCacheNotSupported
+from deep_nmt_hf.caches import NoCrossAttentionLayer, RunningAverageLayer
 from deep_nmt_hf.generation_settings import translation_generation_config
 from deep_nmt_hf.transformers_compat import cache_of, with_cache
 
 VARIANTS = sorted(deep_nmt_hf.VARIANTS)
-STATIC_OK = [v for v in VARIANTS if v != "dsinit_matt"]  # MAtt keeps prefix sums: no static form
+STATIC_OK = VARIANTS  # MAtt too: its prefix sums have a static slot (caches.StaticRunningAverage)
 HEADS = TINY_SHAPE["decoder_attention_heads"]
 HEAD_DIM = TINY_SHAPE["d_model"] // HEADS
 NO_EOS = dict(
@@ -365,13 +365,6 @@ def test_static_cache_gives_the_dynamic_cache_output(variant: str) -> None:
         dynamic = model.generate(**kwargs)
         static = model.generate(**kwargs, cache_implementation="static")
         assert torch.equal(static, dynamic), (variant, beams)
-
-
-def test_static_cache_with_merged_attention_names_the_variant() -> None:
-    model = build("dsinit_matt")
-    ids, mask = padded_batch([6, 4])
-    with pytest.raises(StaticCacheNotSupported, match="DSInitMAttConfig.*merged"):
-        model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=3, cache_implementation="static")
 
 
 def test_compiled_generation_with_a_static_cache_equals_eager() -> None:

@@ -13,7 +13,6 @@ from transformers import pipeline
 
 import deep_nmt_hf
 from deep_nmt_hf.folding import fold_to_stock
-from deep_nmt_hf.pipeline_shipping import ship_translation_pipeline
 from deep_nmt_hf.synthetic import generate_pairs
 from deep_nmt_hf.tokenization import special_token_ids, train_tokenizer
 
@@ -100,9 +99,8 @@ def test_a_saved_checkpoint_carries_the_pipeline_and_translates_without_the_pack
         model.model.encoder.aggregation.weight.add_(
             0.3 * torch.randn_like(model.model.encoder.aggregation.weight)
         )
-    model.save_pretrained(tmp_path / "model")
+    model.save_pretrained(tmp_path / "model")  # the plain save carries the pipeline (issue #49)
     tokenizer.save_pretrained(tmp_path / "model")
-    ship_translation_pipeline(tmp_path / "model")
     config_json = json.loads((tmp_path / "model" / "config.json").read_text())
     assert config_json["custom_pipelines"] == {
         "translation": {
@@ -137,16 +135,50 @@ def test_a_saved_checkpoint_carries_the_pipeline_and_translates_without_the_pack
         ".translation_pipeline"
     )
     assert result["model"].startswith("transformers_modules.")  # the model came as remote code too
-    # with the package: the installed class and model code. A directory with custom_pipelines makes Transformers
-    # ask for trust_remote_code (or an explicit pipeline_class) whether or not the task is registered locally
-    with pytest.raises(ValueError, match="trust_remote_code=True"):
-        pipeline("translation", model=str(tmp_path / "model"))
-    translator = pipeline(
-        "translation", model=str(tmp_path / "model"), pipeline_class=deep_nmt_hf.TranslationPipeline
-    )
+    # with the package: the registered task is enough (no trust_remote_code, no pipeline_class), and it gives the
+    # installed class and model code
+    translator = pipeline("translation", model=str(tmp_path / "model"))
     assert type(translator) is deep_nmt_hf.TranslationPipeline
     assert type(translator.model) is deep_nmt_hf.DLCLForConditionalGeneration
     for name, kwargs in decoding.items():
         expected = translator(sources, **kwargs)
         assert all(record["translation_text"] for record in expected)
         assert result["outputs"][name] == expected, name
+
+
+@pytest.mark.parametrize("variant", sorted(deep_nmt_hf.VARIANTS))
+def test_a_plain_save_pretrained_carries_the_pipeline_for_every_variant(variant: str, tmp_path) -> None:
+    """Issue #49: `model.save_pretrained(DIR)` itself writes the custom_pipelines entry and translation_pipeline.py
+    (one code path with training, checkpoints and `deep-nmt push`), for the model and the base model classes;
+    the model's config in memory is left as it was. With the package, the saved config reads without the entry
+    (the registered task serves it), so a re-save writes it once again."""
+    from factories import variant_model
+
+    model = variant_model(variant)
+    for saved in (model, model.model):
+        directory = tmp_path / type(saved).__name__
+        saved.save_pretrained(directory)
+        config_json = json.loads((directory / "config.json").read_text())
+        assert config_json["custom_pipelines"] == deep_nmt_hf.pipeline_shipping.custom_pipelines_entry()
+        assert (directory / "translation_pipeline.py").is_file() and (
+            directory / "modeling_deep_nmt.py"
+        ).is_file()
+        assert not hasattr(saved.config, "custom_pipelines")
+        loaded = deep_nmt_hf.VARIANTS[variant].from_pretrained(directory)
+        assert not getattr(loaded, "custom_pipelines", None)
+
+
+def test_the_registered_task_serves_a_saved_directory_without_trust_remote_code(tmp_path, tokenizer) -> None:
+    """With the package imported, `pipeline("translation", model=DIR)` for a directory that carries the pipeline
+    needs neither trust_remote_code nor pipeline_class (Transformers asked for one before: the config named the
+    task under custom_pipelines); trust_remote_code=True still works and translates the same."""
+    ids = special_token_ids(tokenizer)
+    torch.manual_seed(4)
+    model = deep_nmt_hf.DeepNMTForConditionalGeneration(deep_nmt_hf.DeepNMTConfig(**SMALL, **SHALLOW, **ids))
+    model.save_pretrained(tmp_path)
+    tokenizer.save_pretrained(tmp_path)
+    translator = pipeline("translation", model=str(tmp_path), max_new_tokens=4)
+    assert type(translator) is deep_nmt_hf.TranslationPipeline
+    assert type(translator.model) is deep_nmt_hf.DeepNMTForConditionalGeneration
+    remote = pipeline("translation", model=str(tmp_path), trust_remote_code=True, max_new_tokens=4)
+    assert remote("kol nuto .") == translator("kol nuto .")

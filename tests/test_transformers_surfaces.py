@@ -148,6 +148,23 @@ def test_pipeline_registration_record_and_relative_imports() -> None:
     assert get_relative_import_files(module.__file__) == []  # it imports only transformers
 
 
+def test_save_pretrained_copies_relative_imports_and_the_registry_record(tmp_path) -> None:
+    """save_pretrained of a class with `_auto_class` copies the model file and its relative imports
+    (`custom_object_save`): translation_pipeline.py travels that way; PIPELINE_REGISTRY.supported_tasks records the
+    registered class under "impl" (DeepNMTConfig drops the entry that class serves)."""
+    from transformers.pipelines import PIPELINE_REGISTRY
+
+    import deep_nmt_hf
+
+    model = tiny_model(seed=3)
+    assert type(model)._auto_class is not None
+    model.save_pretrained(tmp_path)
+    assert {"modeling_deep_nmt.py", "pipeline_shipping.py", "translation_pipeline.py"} <= {
+        path.name for path in tmp_path.glob("*.py")
+    }
+    assert PIPELINE_REGISTRY.supported_tasks["translation"]["impl"] is deep_nmt_hf.TranslationPipeline
+
+
 def test_trainer_names_and_private_methods_we_override() -> None:
     """transformers.trainer OPTIMIZER_NAME / SCHEDULER_NAME, trainer_utils.rotate_checkpoints /
     PREFIX_CHECKPOINT_DIR, and the Trainer methods training/trainer.py overrides."""
@@ -169,11 +186,36 @@ def test_trainer_names_and_private_methods_we_override() -> None:
         "_get_output_dir": {"trial"},
         "_save_checkpoint": {"model", "trial"},
         "_issue_warnings_after_load": {"load_result"},
+        "_track_num_input_tokens": {"inputs"},
+        "floating_point_ops": {"inputs"},
     }
     for name, expected in overridden.items():
         method = getattr(Trainer, name, None)
         assert method is not None, f"Trainer.{name} is gone"
         assert expected <= parameters(method), f"Trainer.{name}{inspect.signature(method)}"
+
+
+def test_trainer_counts_input_tokens_through_its_hook() -> None:
+    """`Trainer._track_num_input_tokens(inputs)` is where the training loop counts the tokens seen:
+    `DeepNMTTrainer` overrides it to count on the device without a sync (training/trainer.py)."""
+    from transformers import Trainer
+
+    source = inspect.getsource(Trainer)
+    assert "self._track_num_input_tokens(inputs)" in source
+
+
+def test_accelerate_mixed_precision_names() -> None:
+    """accelerate's names the precision code reads (training/precision.py, admin.py): the model's plain forward
+    kept as `_original_forward` when `prepare_model` wraps it in autocast, `Accelerator.mixed_precision`,
+    `optimizer_step_was_skipped`, `AcceleratedOptimizer.step_was_skipped` and `.scaler`."""
+    import accelerate
+    from accelerate.optimizer import AcceleratedOptimizer
+
+    assert "_original_forward" in inspect.getsource(accelerate.Accelerator.prepare_model)
+    assert isinstance(inspect.getattr_static(accelerate.Accelerator, "optimizer_step_was_skipped"), property)
+    assert isinstance(inspect.getattr_static(accelerate.Accelerator, "mixed_precision"), property)
+    assert isinstance(inspect.getattr_static(AcceleratedOptimizer, "step_was_skipped"), property)
+    assert "self.scaler" in inspect.getsource(AcceleratedOptimizer.__init__)
 
 
 def test_embedding_resize_internals() -> None:
@@ -229,6 +271,50 @@ def test_get_expanded_tied_weights_keys() -> None:
         f"model.{s}.embed_tokens.weight" for s in ("encoder", "decoder")
     }
     assert model.get_expanded_tied_weights_keys(all_submodels=True) == model.all_tied_weights_keys
+
+
+def test_mark_tied_weights_as_initialized() -> None:
+    """PreTrainedModel.mark_tied_weights_as_initialized(loading_info), called by from_pretrained's finishing step
+    before the missing keys are moved off `meta` and initialised: it flags the tie targets' parameters
+    `_is_hf_initialized` and may drop flagged keys from `loading_info.missing_keys` (module-tying custom code).
+    DeepNMTPreTrainedModel overrides it so that a weight absent under every name stays missing."""
+    from types import SimpleNamespace
+
+    from transformers import PreTrainedModel
+
+    assert parameters(PreTrainedModel.mark_tied_weights_as_initialized) == {"self", "loading_info"}
+    assert "mark_tied_weights_as_initialized(" in inspect.getsource(PreTrainedModel._finalize_model_loading)
+    assert "_move_missing_keys_from_meta_to_device(" in inspect.getsource(
+        PreTrainedModel._finalize_model_loading
+    )
+    model = tiny_model(seed=3)
+    everything = set(model.state_dict())
+    info = SimpleNamespace(missing_keys=set(everything))
+    PreTrainedModel.mark_tied_weights_as_initialized(model, info)
+    # flagged through its aliases (the targets' Parameter); 5.24 then drops it from the missing keys as custom code
+    assert model.model.shared.weight._is_hf_initialized
+    del model.model.shared.weight._is_hf_initialized
+    info = SimpleNamespace(missing_keys=set(everything))
+    model.mark_tied_weights_as_initialized(info)
+    assert info.missing_keys == everything and not getattr(
+        model.model.shared.weight, "_is_hf_initialized", False
+    )
+
+
+def test_static_layer_fill_level() -> None:
+    """StaticLayer.cumulative_length: a tensor fill level (0-d from 5.24, shape (1,) before) that `update` writes
+    at and advances in place; caches.StaticRunningAverage reads the entry before it (MAtt's static slot)."""
+    from transformers.cache_utils import StaticLayer
+
+    layer = StaticLayer(max_cache_len=5)
+    entries = torch.arange(2 * 4 * 3 * 8, dtype=torch.float32).view(2, 4, 3, 8)
+    layer.update(entries, entries)
+    assert isinstance(layer.cumulative_length, torch.Tensor) and int(layer.cumulative_length.reshape(())) == 3
+    assert layer.keys.shape == (2, 4, 5, 8) and torch.equal(layer.keys[:, :, :3], entries)
+    layer.update(entries[:, :, :1], entries[:, :, :1])
+    assert int(layer.get_seq_length().reshape(())) == 4 and torch.equal(
+        layer.values[:, :, 3], entries[:, :, 0]
+    )
 
 
 @pytest.mark.parametrize(
