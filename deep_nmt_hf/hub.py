@@ -12,7 +12,8 @@ under ``custom_pipelines``: pipeline_shipping.py), tokenizer,
 folded stock model (`folding.fold_directory`): no custom code and no ``auto_map``. `push` prepares and then
 uploads with `HfApi.create_repo` + `HfApi.upload_folder` (the remote repo then holds exactly that folder).
 
-The card templates live in ``model_cards/`` beside the package (found from a source checkout / editable install).
+The card templates are the repository's top-level ``model_cards/``; a wheel carries them inside the package
+(``deep_nmt_hf/model_cards/``, copied there by setup.py's build step). `card_dir()` finds either.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ __all__ = [
     "CARD_DIR",
     "DEFAULT_LICENSE",
     "PreparedUpload",
+    "card_dir",
     "check_repo_id",
     "prepare_upload",
     "push",
@@ -47,7 +49,22 @@ __all__ = [
     "upload",
 ]
 
-CARD_DIR = Path(__file__).resolve().parent.parent / "model_cards"
+
+def card_dir() -> Path:
+    """The model-card templates: inside the installed package (a wheel), else the checkout's ``model_cards/``."""
+    package = Path(__file__).resolve().parent
+    candidates = (package / "model_cards", package.parent / "model_cards")
+    for candidate in candidates:
+        if (candidate / "card.md.j2").is_file():
+            return candidate
+    raise FileNotFoundError(
+        "the model-card templates are missing: looked in "
+        + " and ".join(map(str, candidates))
+        + " (a wheel built without setup.py's build step? reinstall deep_nmt_hf)"
+    )
+
+
+CARD_DIR = card_dir()
 DEFAULT_LICENSE = "apache-2.0"
 METRICS_FILE = "metrics.json"  # the name training.train writes (training.METRICS_FILE; not imported: heavy)
 OMEGA_FILE = "admin_omega.json"
@@ -295,6 +312,7 @@ def _training_rows(record: dict[str, Any], dataset_label: str | None) -> list[tu
         ("warmup steps", hyper.get("warmup_steps")),
         ("label smoothing", hyper.get("label_smoothing")),
         ("gradient clipping (max norm)", hyper.get("max_grad_norm")),
+        ("precision", _precision_text(hyper.get("precision"), record.get("train") or {})),
         ("max source / target length", _pair(hyper.get("max_source_length"), hyper.get("max_target_length"))),
         ("seed", hyper.get("seed")),
         (
@@ -307,6 +325,19 @@ def _training_rows(record: dict[str, Any], dataset_label: str | None) -> list[tu
         ("trained on", record.get("date")),
     ]
     return [(label, _fmt(value)) for label, value in candidates if value not in (None, "", [])]
+
+
+def _precision_text(precision: Any, train: dict[str, Any]) -> str | None:
+    """The recorded training precision (left out when metrics.json has none), with fp16's skipped steps."""
+    if not precision:
+        return None
+    if precision == "fp32":
+        return "fp32"
+    text = f"{precision} mixed precision (autocast, fp32 weights)"
+    overflows = train.get("fp16_overflow_steps")
+    if precision == "fp16" and overflows is not None:
+        text += f"; dynamic loss scaling skipped {len(overflows)} overflow steps"
+    return text
 
 
 def _pair(first: Any, second: Any) -> str | None:
@@ -565,7 +596,6 @@ def prepare_upload(
 
     from .admin import current_omegas
     from .folding import fold_directory
-    from .pipeline_shipping import ship_translation_pipeline
     from .plots import plot_dlcl_weights
 
     model_dir, _ = _check_model_dir(model_dir)
@@ -595,9 +625,8 @@ def prepare_upload(
             }
         else:
             build.mkdir()
-            model.save_pretrained(build)
+            model.save_pretrained(build)  # with the translation pipeline (pipeline_shipping.py)
             AutoTokenizer.from_pretrained(model_dir).save_pretrained(build)
-            ship_translation_pipeline(build)
         for name in (METRICS_FILE, OMEGA_FILE, OMEGA_PLOT):
             if (model_dir / name).is_file():
                 shutil.copy2(model_dir / name, build / name)
