@@ -3,9 +3,18 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
+
+# The tiny models of the tests run on one thread: torch's default (every core) collapses when other jobs share
+# the cores (OpenMP threads wait for each other at every operation). Subprocesses (fresh_process, launching,
+# the CLI's) inherit the variable; a value the user set wins.
+if not os.environ.get("OMP_NUM_THREADS", "").strip():
+    os.environ["OMP_NUM_THREADS"] = "1"
+    if "torch" in sys.modules:  # imported before this file (a plugin): its pool is already sized
+        sys.modules["torch"].set_num_threads(1)
 
 
 def shared_dir() -> Path:

@@ -93,6 +93,9 @@ def test_demo_end_to_end(demo_dir: Path) -> None:
     assert len((demo_dir / "data" / f"test.{TGT_LANG}").read_text().splitlines()) == 12
     assert not demo_dir.with_name(demo_dir.name + ".partial").exists()
     assert not list(demo_dir.glob("checkpoint-*"))
+    # the test translations beside metrics.json, one line per test sentence (what the BLEU below scored)
+    hypotheses = (demo_dir / f"test.hyp.{TGT_LANG}").read_text(encoding="utf-8").splitlines()
+    assert len(hypotheses) == 12 and any(hypotheses)
     metrics = json.loads((demo_dir / "metrics.json").read_text())
     assert metrics["eval_split"] == "test" and metrics["num_sentences"] == 12
     assert isinstance(metrics["bleu"], float) and metrics["bleu_signature"].startswith("nrefs:1|")
@@ -124,24 +127,17 @@ def test_demo_prints_scores_and_loading_instructions(
     out = capsys.readouterr().out
     assert "BLEU" in out and "chrF" in out and "nrefs:1|" in out
     assert "AutoModelForSeq2SeqLM.from_pretrained" in out and "trust_remote_code=True" in out
+    assert "AutoTokenizer.from_pretrained(path, trust_remote_code=False)" in out  # the tokenizer is stock
+    assert f"test translations: {tmp_path / 'd' / 'test.hyp.sb'}" in out
     assert "import deep_nmt_hf" in out
     # a second run into the same directory is refused (nothing overwritten) unless --overwrite
     assert main(args) == 2
     assert "--overwrite" in capsys.readouterr().err
 
 
-def test_demo_threads_come_from_the_flag_or_omp_num_threads(monkeypatch: pytest.MonkeyPatch) -> None:
-    from deep_nmt_hf.cli.demo import _expected_time, _threads
+def test_demo_expected_time_scales_with_threads() -> None:
+    from deep_nmt_hf.cli.demo import _expected_time
 
-    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
-    assert _threads(None) is None and _threads(3) == 3
-    monkeypatch.setenv("OMP_NUM_THREADS", "2")
-    assert _threads(None) == 2 and _threads(1) == 1
-    monkeypatch.setenv("OMP_NUM_THREADS", "many")
-    with pytest.raises(ValueError, match="OMP_NUM_THREADS='many'"):
-        _threads(None)
-    with pytest.raises(ValueError, match="--threads 0"):
-        _threads(0)
     assert _expected_time(800, 12000, 500, 2) == "about 4.7 min"  # the measured default run, 4.6 min + data
     assert _expected_time(800, 12000, 500, 1) == "about 9.3 min"
     assert _expected_time(100, 1000, 100, 2).endswith(" s")

@@ -138,7 +138,7 @@ def test_export_cli_converts_and_translates(tmp_path, tokenizer, capsys):
     )
     assert code == 0, err
     assert "CTranslate2 (int8)" in out and (tmp_path / "ct2" / "model.bin").is_file()
-    translator = ctranslate2.Translator(str(tmp_path / "ct2"))
+    translator = ctranslate2.Translator(str(tmp_path / "ct2"), intra_threads=1)  # tiny model
     tokens = [tokenizer.convert_ids_to_tokens(ids) for ids in tokenizer(SOURCES[:2])["input_ids"]]
     results = translator.translate_batch(tokens, beam_size=4, max_decoding_length=10)
     assert all(0 < len(r.hypotheses[0]) <= 10 and "<pad>" not in r.hypotheses[0] for r in results)

@@ -15,7 +15,15 @@ from typing import Any
 
 from . import average, demo, evaluate, preprocess, push, tools
 from . import train as train_command
-from .common import EXIT_ERROR, _HelpFormatter, _setup_logging, complete_package_import, precheck
+from .common import (
+    EXIT_ERROR,
+    _HelpFormatter,
+    _setup_logging,
+    add_threads_flag,
+    apply_threads,
+    complete_package_import,
+    precheck,
+)
 from .train import CHOICE_FLAGS
 
 __all__ = ["CHOICE_FLAGS", "EXIT_ERROR", "build_parser", "main"]
@@ -34,6 +42,8 @@ def _parser_and_handlers() -> tuple[argparse.ArgumentParser, dict[str, Callable[
     handlers: dict[str, Any] = {}
     for group in COMMAND_GROUPS:
         handlers.update(group.add_parsers(commands))
+    for command in dict.fromkeys(commands.choices.values()):
+        add_threads_flag(command)  # every command: --threads N (common.THREADS_HELP)
     return parser, handlers
 
 
@@ -54,7 +64,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {err}", file=sys.stderr)
         return EXIT_ERROR
     complete_package_import()
+    apply_threads(args)  # before any torch work
     _setup_logging(quiet=getattr(args, "no_progress", False))
+    from safetensors import SafetensorError
+
     from ..data import DataError
     from ..distributed import end_process_group
     from ..training import TrainingDivergedError
@@ -64,10 +77,11 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
-    except (DataError, ValueError, OSError, TrainingDivergedError) as err:
+    except (DataError, ValueError, OSError, TrainingDivergedError, SafetensorError) as err:
         if args.debug:
             raise
-        print(f"error: {err}", file=sys.stderr)
+        what = "unreadable safetensors weights: " if isinstance(err, SafetensorError) else ""
+        print(f"error: {what}{err}", file=sys.stderr)
         return EXIT_ERROR
     if code == 0:
         end_process_group()  # torch's shutdown contract: see deep_nmt_hf.distributed

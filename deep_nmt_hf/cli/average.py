@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from .common import _HelpFormatter
+from .common import _HelpFormatter, check_weights
 
 
 def add_parsers(commands: Any) -> dict[str, Any]:
@@ -42,10 +42,13 @@ def add_parsers(commands: Any) -> dict[str, Any]:
 
 
 def _cmd_average(args: argparse.Namespace) -> int:
-    from ..averaging import average_checkpoints
+    from ..averaging import average_checkpoints, find_checkpoints
 
     epochs = args.last_epochs is not None
     last = args.last_epochs if epochs else args.last
+    if isinstance(last, int) and last >= 1:  # a corrupt checkpoint: one line naming its file (common.py)
+        for checkpoint in find_checkpoints(args.run_dir, epochs_only=epochs)[-last:]:
+            check_weights(checkpoint)
     out = average_checkpoints(args.run_dir, last, args.output, epochs=epochs)
     print(f"averaged the last {last} {'epoch ' if epochs else ''}checkpoints of {args.run_dir} into {out}")
     return 0

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import logging
-import os
 import sys
 import time
 from pathlib import Path
@@ -74,11 +73,6 @@ def add_parsers(commands: Any) -> dict[str, Any]:
     demo.add_argument("--num-beams", type=int, default=4, help="beam size for the final evaluation")
     demo.add_argument("--seed", type=int, default=1234, help="corpus and training seed")
     demo.add_argument("--overwrite", action="store_true", help="replace an existing output directory")
-    demo.add_argument(
-        "--threads",
-        type=int,
-        help="CPU threads for torch (default: $OMP_NUM_THREADS if set, else torch's default, usually all cores)",
-    )
     demo.add_argument("--no-progress", action="store_true", help="hide progress bars")
 
     return {"demo": _cmd_demo}
@@ -88,19 +82,9 @@ def add_parsers(commands: Any) -> dict[str, Any]:
 DEMO_MINUTES_2_CORES = 4.6
 
 
-def _threads(requested: int | None) -> int | None:
-    """--threads, else $OMP_NUM_THREADS; None = torch's default. ValueError naming the bad value."""
-    if requested is None:
-        raw = os.environ.get("OMP_NUM_THREADS", "").strip()
-        if not raw:
-            return None
-        try:
-            requested = int(raw)
-        except ValueError:
-            raise ValueError(f"OMP_NUM_THREADS={raw!r}: expected a positive integer") from None
-    if requested < 1:
-        raise ValueError(f"--threads {requested}: must be at least 1")
-    return requested
+def translations_file_name(tgt_lang: str) -> str:
+    """The demo's test translations beside metrics.json: ``test.hyp.<tgt>``, one line per test sentence."""
+    return f"test.hyp.{tgt_lang}"
 
 
 def _expected_time(max_steps: int, train_size: int, test_size: int, threads: int) -> str:
@@ -114,6 +98,7 @@ def _expected_time(max_steps: int, train_size: int, test_size: int, threads: int
 def _cmd_demo(args: argparse.Namespace) -> int:
     import torch
 
+    from ..atomic import atomic_write
     from ..data import write_parallel_dir
     from ..synthetic import SRC_LANG, TGT_LANG, demo_splits
     from ..training import TrainingOptions, staged_output_dir, train
@@ -123,10 +108,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         name: getattr(args, f"{name}_size") or base[f"{name}_size"] for name in ("train", "valid", "test")
     }
     max_steps = args.max_steps or base["max_steps"]
-    threads = _threads(args.threads)
-    if threads is not None:
-        torch.set_num_threads(threads)
-    used = torch.get_num_threads()
+    used = torch.get_num_threads()  # --threads / $OMP_NUM_THREADS / the free cores: set by cli.main
     logger.info(
         "expected time: %s with %d thread(s) (the default demo: %.1f min on 2 free cores; a busy machine is "
         "slower; --threads / OMP_NUM_THREADS set the threads)",
@@ -171,19 +153,27 @@ def _cmd_demo(args: argparse.Namespace) -> int:
             DEMO_MODEL["d_model"],
             max_steps,
         )
+        translations: dict[str, list[str]] = {}
         with contextlib.redirect_stdout(sys.stderr):  # Trainer logs to stderr; the summary to stdout
-            record = train(options, dict(DEMO_MODEL), staging_dir=staging)
+            record = train(options, dict(DEMO_MODEL), staging_dir=staging, translations=translations)
+        hypotheses_name = translations_file_name(TGT_LANG)
+        with atomic_write(staging / hypotheses_name) as handle:  # one line per test sentence, in order
+            handle.writelines(" ".join(text.splitlines()) + "\n" for text in translations.get("test", []))
     minutes, seconds = divmod(time.time() - start, 60)
     _print_scores(record, f"\ndemo test split ({record['num_sentences']} sentences, beam {args.num_beams}):")
     print(
         f"\ntrained {record['global_step']} steps; total time {int(minutes)} min {seconds:.0f} s\n"
-        f"saved to {final} (model, tokenizer, generation_config.json, metrics.json, data/)\n\n"
+        f"saved to {final} (model, tokenizer, generation_config.json, metrics.json, data/)\n"
+        f"test translations: {final / hypotheses_name} (one line per sentence of {final / 'data'}/test.{SRC_LANG})"
+        "\n\n"
         "load it:\n"
         "  import deep_nmt_hf  # registers the model classes\n"
         "  from transformers import AutoModelForSeq2SeqLM, AutoTokenizer\n"
         f"  model = AutoModelForSeq2SeqLM.from_pretrained({str(final)!r})\n"
         f"  tokenizer = AutoTokenizer.from_pretrained({str(final)!r})\n"
-        "without the package installed: AutoModelForSeq2SeqLM.from_pretrained(path, trust_remote_code=True)\n"
+        "without the package installed: AutoModelForSeq2SeqLM.from_pretrained(path, trust_remote_code=True); the\n"
+        "  tokenizer is a stock fast tokenizer: AutoTokenizer.from_pretrained(path, trust_remote_code=False) loads it\n"
+        "  running no custom code (without the flag Transformers asks about the model's code in config.json)\n"
         f"or from the shell: echo '{splits['test'][0][0]}' | deep-nmt translate {final}"
     )
     return 0

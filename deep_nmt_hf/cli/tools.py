@@ -36,8 +36,10 @@ def add_parsers(commands: Any) -> dict[str, Any]:
         "output equals Transformers' beam search token for token (tests/test_ctranslate2.py).",
         formatter_class=_HelpFormatter,
         epilog="example:\n  deep-nmt export out/base out/base-ct2 --to ctranslate2 --quantization int8\n"
-        "then: ctranslate2.Translator('out/base-ct2').translate_batch(tokens, beam_size=4, patience=1,\n"
-        "      min_decoding_length=0)  # the same search as Transformers' generate(num_beams=4, early_stopping=True)",
+        "then: ctranslate2.Translator('out/base-ct2', intra_threads=2).translate_batch(tokens, beam_size=4,\n"
+        "      patience=1, min_decoding_length=0)  # the same search as Transformers' generate(num_beams=4,\n"
+        "      early_stopping=True); intra_threads: its CPU threads (as --threads; 0 = all cores, which collapses "
+        "on shared cores)",
     )
     export.add_argument(
         "input", type=Path, metavar="IN", help="saved model directory (deep_nmt_hf or folded)"
