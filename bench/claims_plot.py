@@ -15,8 +15,10 @@ from pathlib import Path
 from typing import Any
 
 VERDICT_COLOURS = {
-    "holds": "tab:green",
-    "does not hold": "tab:red",
+    "reproduces": "tab:green",
+    "contradicts": "tab:red",
+    "inconclusive": "tab:orange",
+    "not applicable": "tab:purple",
     "cannot be tested at this scale": "tab:grey",
     "cannot be tested yet": "silver",
 }
@@ -46,7 +48,9 @@ def _edge_value(ax: Any, x: float, y: float, side: int, text: str, above: float,
 
 def holm_note(test: Mapping[str, Any] | None) -> str:
     """ " (Holm p …)" for a verdict that rests on a comparison, "" for one that does not."""
-    return f" (Holm p {test['p_holm']:.2g})" if test is not None else ""
+    if test is None:
+        return ""
+    return " (Holm p < 0.0001)" if test["p_holm"] < 1e-4 else f" (Holm p {test['p_holm']:.2g})"
 
 
 def forest_plot(
@@ -110,7 +114,7 @@ def forest_plot(
             va="center",
             fontsize=8,
             color=colour,
-            fontweight="bold" if v["verdict"] == "holds" else "normal",
+            fontweight="bold" if v["verdict"] in ("reproduces", "contradicts") else "normal",
         )
     ax.set_yticks(range(n - 1, -1, -1), labels, fontsize=8)
     ax.set_ylim(-0.7, n - 0.3)

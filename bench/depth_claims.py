@@ -15,6 +15,18 @@ COLLAPSE_SHARE = 0.5  # a row fails when its source reliance is below this share
 SRC_FLOOR = 0.5  # nats: the failure floor of source reliance where the 6-6 reference has no record (or is it)
 N_SAMPLES = 10_000  # bootstrap resamples (p >= 1 / (1 + N_SAMPLES); 1000 held clear verdicts at Holm p 0.012)
 BEST_DEEP = "best deep row"  # the claimed row of the Marian comparison, resolved from the records
+POWER = 0.8  # the detectable Δ: the smallest |Δ| a comparison finds with this probability after Holm
+# the verdicts (issue #50): each claim is tested against the paper's Δ, not against zero
+REPRODUCES, CONTRADICTS, INCONCLUSIVE = "reproduces", "contradicts", "inconclusive"
+NOT_APPLICABLE = "not applicable"  # the claim's premise (a collapse it rescues from) did not occur
+NOT_YET, NOT_AT_SCALE = "cannot be tested yet", "cannot be tested at this scale"
+VERDICTS = (REPRODUCES, CONTRADICTS, INCONCLUSIVE, NOT_APPLICABLE, NOT_AT_SCALE, NOT_YET)
+# one phenomenon behind several claims: the glance table groups them so that it counts once
+POST_LN_FAILS = "① default post-LN with ≥ 18 encoder layers stops reading the source"
+LINEAR_DECAY = (
+    "schedule: our linear decay to 0 (the paper: inverse-sqrt; under it, in the 12-epoch study, ADMIN 36-6 "
+    "trained at lr 1e-3)"
+)
 
 PAPERS = {  # key: (the paper's name on the lines of the claims plot, the title of its section in the report)
     "admin": (
@@ -66,6 +78,13 @@ class Claim:
     paper_delta: float | None = None
     paper_outcome: str = "—"
     panel: str = ""
+    premise: str = ""  # a row that must fail for the claim to apply (CAD + CRT rescue a collapsed decoder)
+    confound: str = (
+        ""  # what else differs between the two rows, named in the verdict until `control` has a record
+    )
+    control: str = ""  # the claim (system vs baseline) that controls the confound, once its rows have records
+    schedule: str = ""  # where the row's schedule is not the paper's and that matters to the verdict
+    group: str = ""  # the phenomenon several claims rest on (counted once in the glance table)
 
 
 ADMIN_TABLE_1 = "Table 1 (WMT'14 En-De): 60L-12L Default: 'diverge'; 60L-12L ADMIN 30.1 BLEU"
@@ -81,6 +100,7 @@ CLAIMS = (
         f"{ADMIN_TABLE_1}; sec. 4: Default's 'gradients hit NaN, and the resulting model is not better than a "
         "random model'",
         paper_outcome=DIVERGES,
+        group=POST_LN_FAILS,
     ),
     Claim(
         "admin",
@@ -91,6 +111,7 @@ CLAIMS = (
         ADMIN_TABLE_1,
         paper_outcome=DIVERGES,
         panel=DEEPER_PANEL,
+        group=POST_LN_FAILS,
     ),
     Claim(
         "admin",
@@ -100,6 +121,7 @@ CLAIMS = (
         "better",
         ADMIN_TABLE_1,
         paper_outcome=DIVERGES,
+        group=POST_LN_FAILS,
     ),
     Claim(
         "admin",
@@ -108,7 +130,8 @@ CLAIMS = (
         "post-18-6",
         "better",
         f"the DeepNet paper (Wang et al. 2022) is not in ../shared/papers; the claim is ADMIN's {ADMIN_TABLE_1}",
-        paper_outcome=DIVERGES,
+        paper_outcome=DIVERGES + "; DeepNorm: in none of the five papers",
+        group=POST_LN_FAILS,
     ),
     Claim(
         "admin",
@@ -119,6 +142,8 @@ CLAIMS = (
         ADMIN_TABLE_1,
         paper_outcome=DIVERGES,
         panel=DEEPER_PANEL,
+        schedule=LINEAR_DECAY,
+        group=POST_LN_FAILS,
     ),
     Claim(
         "admin",
@@ -127,8 +152,9 @@ CLAIMS = (
         "post-36-6",
         "better",
         "as for DeepNorm 18-6: ADMIN's " + ADMIN_TABLE_1,
-        paper_outcome=DIVERGES,
+        paper_outcome=DIVERGES + "; DeepNorm: in none of the five papers",
         panel=DEEPER_PANEL,
+        group=POST_LN_FAILS,
     ),
     Claim(
         "admin",
@@ -149,6 +175,7 @@ CLAIMS = (
         "Table 1 (En-De): 60L-12L ADMIN vs 6L-6L Default, Δ +2.5 BLEU; Table 3: 36L-36L tied with 60L-12L (En-Fr)",
         2.5,
         panel=DEEPER_PANEL,
+        schedule=LINEAR_DECAY,
     ),
     Claim(
         "admin",
@@ -184,6 +211,7 @@ CLAIMS = (
         ADMIN_TABLE_1 + ", both at lr 1e-3 (footnote 8) under fairseq's inverse-sqrt schedule",
         paper_outcome=DIVERGES,
         panel=DEEPER_PANEL,
+        group=POST_LN_FAILS,
     ),
     Claim(
         "dlcl",
@@ -194,6 +222,7 @@ CLAIMS = (
         "Table 1 (WMT14 En-De): post-norm Transformer-deep (20L) 'failed', pre-norm 20L 28.9; Table 2 (16L, "
         "WMT16 En-De): post-norm Transformer 'failed', pre-norm 28.0",
         paper_outcome="post-norm 20L fails",
+        group=POST_LN_FAILS,
     ),
     Claim(
         "dlcl",
@@ -202,6 +231,20 @@ CLAIMS = (
         "pre-6-6",
         "better",
         "Table 1: pre-norm Transformer-deep (20L) 28.9 vs Transformer (Base) 27.1, Δ +1.8 BLEU",
+        1.8,
+        confound="confounded: 2× lr and warmup (pre-18-6: the DLCL deep recipe's lr 2e-3, warmup 1600; pre-6-6: "
+        "lr 1e-3, warmup 800)",
+        control="pre-18-6 vs pre-6-6-lr2e-3",
+    ),
+    Claim(
+        "dlcl",
+        "a control for the learning rate (issue #50): pre-LN 18-6 beats pre-LN 6-6 trained at the deep row's lr "
+        "2e-3 and warmup 1600",
+        "pre-18-6",
+        "pre-6-6-lr2e-3",
+        "better",
+        "Table 1: pre-norm Transformer-deep (20L) 28.9 vs Transformer (Base) 27.1, Δ +1.8 BLEU (the paper's base "
+        "model at its own lr, Table 7)",
         1.8,
     ),
     Claim(
@@ -232,6 +275,9 @@ CLAIMS = (
         "better",
         "Table 3: row 16 (DS-Init + MAtt, 20 layers) 28.67 vs row 1 (Base, 6 layers) 27.59, Δ +1.08 BLEU",
         1.08,
+        confound="confounded: the baseline post-6-6 trains with ADMIN's recipe (lr 1e-3, Adam β2 0.98, dropout "
+        "0.1 / attention 0.1), not the DS-Init paper's 6-layer one (lr 7e-4, its Base row); no 6-6 of the DS-Init "
+        "recipe was run",
     ),
     Claim(
         "dsinit",
@@ -243,6 +289,8 @@ CLAIMS = (
         "Table 3: dp_r / dp_a 0.1 / 0.1 at 6 layers, 0.3 / 0.2 for the deep models (sec. 5.1: 'relatively larger "
         "batch size and dropout rate for deeper and bigger models' on WMT14's 4.5M pairs)",
         paper_outcome="— (a control)",
+        confound="confounded: the baseline post-6-6 trains with ADMIN's recipe, not the DS-Init paper's 6-layer "
+        "one",
     ),
     *(
         Claim(
@@ -266,6 +314,7 @@ CLAIMS = (
             "better",
             "Table 1 (BASE): 15-15 DEEP+CAD+CRT 29.09 vs DEEP 0.55; Table 3 (30L): full 29.09, without CAD 1.39",
             29.09 - 0.55,  # the paper's 15-15 pair: no deeper one has both sides
+            premise=f"deep-decoder-6-{layers}-plain",  # the +28.5 is a rescue from the plain decoder's collapse
         )
         for layers in (12, 24)
     ),
@@ -280,6 +329,8 @@ CLAIMS = (
         "(27-27: 30.31, Δ +3.26); sec. 4.2: 'the full model ... achieved better results than the corresponding "
         "baselines'",
         29.09 - 27.05,
+        confound="confounded: lr 7e-4 (the deep decoder's recipe) vs pre-6-6's 1e-3, and 6-12 where the paper's "
+        "deep models are balanced (15-15)",
     ),
     Claim(
         "shared",
@@ -308,20 +359,30 @@ RULES = (
     f"one of its seeds (validation NLL with every source replaced by another sentence's, minus the true one; "
     f"averaged model) is below {COLLAPSE_SHARE:g} × that of its 6-6 reference (mean over its seeds; the row its "
     f"baseline chain ends in: post-6-6, pre-6-6 or marian-6-6; {SRC_FLOOR:g} nats where that has no record): it "
-    "no longer translates, whatever its loss; a row whose seeds disagree fails, and its verdict names the seeds "
-    "that trained. Every comparison is the paired bootstrap over seeds and test sentences of the averaged "
-    f"models (deep_nmt_hf.significance.seeded_paired_bootstrap, {N_SAMPLES} resamples, so p ≥ 1 / "
-    f"{N_SAMPLES + 1}), and all comparisons of this report are Holm-corrected together; significant means Holm "
-    f"p < {ALPHA:g}. "
-    "**better** (X beats Y): holds when Y fails and X does not, or X is better with Holm p < "
-    f"{ALPHA:g}; does not hold when X fails, or the difference is not significant, or X is worse. "
-    "**fails or falls behind** (default deep post-LN against its 6-6): holds when the deep row fails or is "
-    "significantly worse; does not hold when it trains and is not worse. **collapses** (plain deep decoder): holds "
-    f"when the row fails by the rule above (against pre-6-6); otherwise the paper's collapse is at deeper "
-    f"decoders than this study's, and the claim cannot be tested at this scale. **close** (shared layers): holds "
-    f"when the 95% CI of shared − unshared stays above −{CLOSE_MARGIN:g} BLEU; does not hold when the deficit is "
-    f"larger than {CLOSE_MARGIN:g} BLEU with Holm p < {ALPHA:g}; otherwise cannot be decided at this scale (the "
-    "verdict gives the Δ above which a CI of that width would hold). A "
+    "no longer translates, whatever its loss. A row whose seeds disagree (some fail, some train) is not decided "
+    "by failure: its comparison decides, and its verdict names the seeds. Every comparison is of the averaged "
+    "models' test BLEU, mean over seeds, system − baseline: the 95% interval is Δ ± t × se, se² = the sentence "
+    f"variance (a paired bootstrap over the test sentences, {N_SAMPLES} resamples, every run kept) + the seed "
+    "variance (unbiased: s²/n of each row's runs), with Welch–Satterthwaite degrees of freedom "
+    "(deep_nmt_hf.significance.seed_and_sentence_test); p is two-sided from the same t, and all comparisons of "
+    f"this report are Holm-corrected together: significant means Holm p < {ALPHA:g}. "
+    "Each claim is tested against **the paper's Δ**, not against zero: **reproduces** when the paper's Δ lies "
+    "inside the 95% interval and the difference is significant in the paper's direction; **contradicts** when "
+    "the paper's Δ lies outside the interval (\"the paper's size is not reproduced\" where the sign agrees); "
+    "**inconclusive** when the interval holds both 0 (not significant) and the paper's Δ. A claim without a Δ "
+    "(X trains where Y fails, or X beats Y) reproduces when Y fails and X trains or X is significantly better, "
+    "contradicts when X fails on every seed while the paper has it train, or is significantly worse, and is "
+    "inconclusive otherwise. **not applicable**: the claim's premise did not occur (CAD + CRT rescue a decoder "
+    "that collapses; where the plain decoder reads the source, what remains is measured and named). **fails or "
+    "falls behind** (default deep post-LN): reproduces when the deep row fails or is significantly worse. "
+    "**collapses** (plain deep decoder): reproduces when the row fails; otherwise the paper's collapse is at "
+    "deeper decoders than this study's and it cannot be tested at this scale. **close** (shared layers): "
+    f"reproduces when the interval of shared − unshared stays above −{CLOSE_MARGIN:g} BLEU, contradicts when the "
+    f"deficit is significantly larger than {CLOSE_MARGIN:g} BLEU, else inconclusive. The **detectable Δ** of a "
+    f"comparison is (z(1 − α/2m) + z({POWER:g})) × se: the smallest difference it finds with {POWER:.0%} power "
+    "at Holm's strictest step (α/m, m comparisons); a paper's Δ below it cannot be seen by this test set "
+    "whatever the verdict. A confound (a learning rate, a recipe, a length penalty that differs between the two "
+    "rows besides what the claim names) is named in the verdict until a control or a rescoring removes it. A "
     "claim cannot be tested yet while a row it needs has no record, and cannot be tested at this scale when its "
     "6-6 reference fails too (nothing trains at these settings)."
 )

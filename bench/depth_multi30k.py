@@ -89,7 +89,17 @@ from common import (
     pairs_dataset,
     study_trainer,
 )
-from depth_rows import HEADLINE, HEADLINE_SEEDS, IF_FAILS, IF_TRAINS, MODELS, SECOND_SEED, stages
+from depth_rows import (
+    CONTROL_SEEDS,
+    CONTROLS,
+    HEADLINE,
+    HEADLINE_SEEDS,
+    IF_FAILS,
+    IF_TRAINS,
+    MODELS,
+    SECOND_SEED,
+    stages,
+)
 from machine_speed import (
     boot_time,
     describe,
@@ -605,7 +615,8 @@ def plan(args: argparse.Namespace) -> list[tuple[str, int]]:
     and 3 of the HEADLINE rows and of the best deep row finished so far (highest averaged test BLEU of seed 1),
     then the LATER rows with seed 1 and the conditional rows that depend on them, then a second seed of every
     other row (SECOND_SEED), cheapest first (fewest layer applications × decoder passes), so that no claim rests
-    on one training run. Re-planned at every start: a LATER row that becomes the best gets its seeds then."""
+    on one training run; last the CONTROLS of issue #50 with CONTROL_SEEDS each. Re-planned at every start: a
+    LATER row that becomes the best gets its seeds then."""
     if args.only:
         unknown = [n for n in args.only if n not in MODELS]
         if unknown:
@@ -618,15 +629,19 @@ def plan(args: argparse.Namespace) -> list[tuple[str, int]]:
     for name in MODELS:
         path = record_path(name, 1, args)
         test = _read_json(path)["test"] if path.exists() else None
-        if MODELS[name].baseline is not None and test is not None:  # None: diverged before a checkpoint
+        if (
+            MODELS[name].baseline is not None and name not in CONTROLS and test is not None
+        ):  # None: diverged before a checkpoint
             finished[name] = test["averaged"]["bleu"]
     if finished:
         headline.append(max(finished, key=finished.get))
     for seed in HEADLINE_SEEDS[1:]:
         tasks += [(name, seed) for name in dict.fromkeys(headline)]
     tasks += [(name, 1) for name in rest if (name, 1) not in tasks]
+    tasks = [task for task in tasks if task[0] not in CONTROLS]
     others = [name for name, seed in tasks if seed == 1 and (name, SECOND_SEED) not in tasks]
-    return tasks + [(name, SECOND_SEED) for name in sorted(others, key=_applications)]
+    tasks += [(name, SECOND_SEED) for name in sorted(others, key=_applications)]
+    return tasks + [(name, seed) for name in CONTROLS for seed in CONTROL_SEEDS]
 
 
 def _applications(name: str) -> int:
@@ -791,6 +806,92 @@ def orchestrate(args: argparse.Namespace) -> None:
         print(f"failed: {', '.join(failed)}", flush=True)
 
 
+DECODE_OPTIONS = ("num_beams", "length_penalty", "length_penalty_form")  # what a row's recipe decodes with
+
+
+def decode_setting(name: str, args: argparse.Namespace) -> dict[str, Any]:
+    """The beam and length penalty row NAME's recipe decodes test with (its record was scored with them)."""
+    options, _ = _recipe(name, args)
+    return {
+        "num_beams": options["num_beams"],
+        "length_penalty": float(options["length_penalty"]),
+        "length_penalty_form": options.get("length_penalty_form") or "fairseq",
+    }
+
+
+def setting_tag(setting: dict[str, Any]) -> str:
+    """A decode setting as a file-name tag: "fairseq-0.6-beam4"."""
+    return f"{setting['length_penalty_form']}-{setting['length_penalty']:g}-beam{setting['num_beams']}"
+
+
+def rescore_path(name: str, seed: int, setting: dict[str, Any], args: argparse.Namespace) -> Path:
+    """Where NAME's run SEED rescored under SETTING is kept: committed beside the records (numbers only)."""
+    return (
+        records_root(args) / "rescored" / f"e{args.epochs}" / name / f"seed{seed}.{setting_tag(setting)}.json"
+    )
+
+
+def rescore_run(name: str, seed: int, setting: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
+    """Decode test again with NAME's committed averaged weights (seed SEED) under another row's decode SETTING
+    (issue #50: each row decodes with its own recipe's length penalty, so a pair of rows with different settings
+    compares decoders too). Cached in `rescore_path`: a rescoring that stops resumes where it stopped."""
+    path = rescore_path(name, seed, setting, args)
+    cached = _read_json(path)
+    if cached is not None and cached.get("setting") == setting:
+        return cached
+    import numpy as np
+    import torch
+    from study_weights import load_weights, tokenizer_digest
+
+    from deep_nmt_hf.length_penalty import set_length_penalty
+    from deep_nmt_hf.significance import bleu_from_statistics, bleu_statistics
+    from deep_nmt_hf.training import translate
+
+    record = _read_json(record_path(name, seed, args))
+    scored = record["test"]["averaged"]
+    tokenizer = multi30k_tokenizer(record["settings"]["vocab_size"])
+    model = load_weights(weights_path(name, seed, args), tokenizer_sha256=tokenizer_digest(tokenizer))
+    set_length_penalty(model.generation_config, setting["length_penalty"], setting["length_penalty_form"])
+    pairs = multi30k_pairs("test_2016_flickr", limit=scored["num_sentences"])
+    start = time.process_time()
+    with torch.inference_mode():
+        hypotheses = translate(
+            model, tokenizer, [s for s, _ in pairs], num_beams=setting["num_beams"], batch_size=64
+        )
+    references = [t for _, t in pairs]
+    stats = bleu_statistics(hypotheses, references)
+    result = {
+        "name": name,
+        "seed": seed,
+        "setting": setting,
+        "own_setting": decode_setting(name, args),
+        "bleu": float(bleu_from_statistics(np.sum(stats, axis=0))),
+        "recorded_bleu": scored["bleu"],
+        "length_ratio": length_ratio(hypotheses, references),
+        "cpu_s": time.process_time() - start,
+        "bleu_statistics": stats,
+    }
+    _write_json(path, result)
+    return result
+
+
+def rescore(args: argparse.Namespace) -> None:
+    """`--rescore`: every run of every verdict pair whose two rows decode with different settings, decoded again
+    under the other row's setting (depth_report.rescore_plan), one thread, cached per run and setting."""
+    import torch
+    from depth_report import load_records, rescore_plan
+
+    torch.set_num_threads(1)
+    todo = rescore_plan(load_records(records_root(args), args.epochs), args)
+    for i, (name, seed, setting) in enumerate(todo, 1):
+        result = rescore_run(name, seed, setting, args)
+        print(
+            f"[{i}/{len(todo)}] {name} seed {seed} under {setting_tag(setting)}: BLEU {result['bleu']:.2f} "
+            f"(own setting {result['recorded_bleu']:.2f}), {result['cpu_s']:.0f} CPU-s",
+            flush=True,
+        )
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The study's command line (its defaults are the study's settings; the tests build their arguments from it)."""
     parser = argparse.ArgumentParser(
@@ -806,6 +907,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--pilot",
         action="store_true",
         help="pilot report: rows recorded at several budgets (--epochs: the one chosen)",
+    )
+    parser.add_argument(
+        "--rescore",
+        action="store_true",
+        help="decode the runs of every verdict pair whose rows decode differently under the other row's beam and "
+        "length penalty too (committed weights, cached, resumable; the report shows both)",
     )
     parser.add_argument("--quick", action="store_true", help="smoke test: d 32, 2 epochs, 1000 pairs")
     parser.add_argument("--jobs", type=int, default=2, help="models trained at once (one thread each)")
@@ -865,6 +972,8 @@ def main() -> None:
         args.warmup_scale, args.status_every = 0.005, 30.0
     if args.worker:
         train_model(args.worker, args.seeds[0], args)
+    elif args.rescore:
+        rescore(args)
     elif args.report_only:
         from depth_report import report
 

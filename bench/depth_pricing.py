@@ -218,7 +218,12 @@ def progress(
     headline = {n for n, s in planned if s == max(depth_rows.HEADLINE_SEEDS)}
     extra = [(n, s) for n, s in planned if s != 1 and n in headline]
     extra_done = [run for run in extra if run in done]
-    second = [(n, s) for n, s in planned if s == depth_rows.SECOND_SEED and n not in headline]
+    second = [
+        (n, s)
+        for n, s in planned
+        if s == depth_rows.SECOND_SEED and n not in headline and n not in depth_rows.CONTROLS
+    ]
+    controls = [(n, s) for n, s in planned if n in depth_rows.CONTROLS]
     running = [f"{x['row']} seed {x['seed']} ({epochs_done(x)})" for x in left if x["epochs_done"]]
     known = [x["cpu_hours"] for x in left if x["cpu_hours"] is not None]
     unknown = [f"{x['row']} seed {x['seed']}" for x in left if x["cpu_hours"] is None]
@@ -228,7 +233,13 @@ def progress(
         f"{len(first_pass)} rows, the headline rows' extra seeds {len(extra_done)} of {len(extra)}"
         f"{' (' + ', '.join(f'{n} seed {s}' for n, s in extra_done) + ')' if extra_done else ''}, "
         f"the rest (36-6 and the controls, seed 1) {len(later)} of {len(rest)}, a second "
-        f"seed of every other row {sum(run in done for run in second)} of {len(second)}. "
+        f"seed of every other row {sum(run in done for run in second)} of {len(second)}"
+        + (
+            f", the controls of issue #50 {sum(run in done for run in controls)} of {len(controls)}"
+            if controls
+            else ""
+        )
+        + ". "
     )
     spent = sum(sum(study.epoch_cpu_s(r.get("history") or [])) for recs in records.values() for r in recs)
     if spent:  # what the finished runs cost, beside the estimate of what is left

@@ -36,8 +36,15 @@ from depth_claims import (
     CLAIMS,
     CLOSE_MARGIN,
     COLLAPSE_SHARE,
+    CONTRADICTS,
+    INCONCLUSIVE,
     N_SAMPLES,
+    NOT_APPLICABLE,
+    NOT_AT_SCALE,
+    NOT_YET,
     PAPERS,
+    POWER,
+    REPRODUCES,
     RULES,
     SHORT,
     SRC_FLOOR,
@@ -56,7 +63,7 @@ from depth_pricing import (
 from machine_speed import reference_cpu_s, reference_rate
 from paper_curves import paper_curves, paper_rows, per_epoch
 
-from deep_nmt_hf.significance import holm, seeded_paired_bootstrap
+from deep_nmt_hf.significance import detectable_delta, holm, seed_and_sentence_test
 
 SLOPE_EPOCHS = 3  # the valid-loss slope is fitted over the last this many epochs
 FLAT = 0.005  # nats per epoch: |slope| below it is "flat"
@@ -263,11 +270,10 @@ def resolve(claim: Claim, rows: dict[str, dict[str, Any]]) -> tuple[str | None, 
     return (best_deep_row(rows) if claim.system == BEST_DEEP else claim.system), claim.baseline
 
 
-def run_comparisons(
-    records: dict[str, list[dict[str, Any]]], claims: Sequence[Claim] = CLAIMS, n_samples: int = N_SAMPLES
-) -> list[dict[str, Any]]:
-    """The paired bootstrap over seeds and sentences (averaged models) of every comparison the claims make whose
-    two rows both have test statistics, then Holm's correction across all of them together."""
+def comparison_pairs(
+    records: dict[str, list[dict[str, Any]]], claims: Sequence[Claim] = CLAIMS
+) -> list[tuple[str, str]]:
+    """(system, baseline) of every BLEU comparison the claims make whose two rows both have records."""
     rows = {name: row_summary(name, recs) for name, recs in records.items()}
     pairs: list[tuple[str, str]] = []
     for claim in claims:
@@ -278,15 +284,75 @@ def run_comparisons(
             continue
         if system in records and baseline in records:
             pairs.append((system, baseline))
+    return pairs
+
+
+def rescore_plan(
+    records: dict[str, list[dict[str, Any]]], args: argparse.Namespace, claims: Sequence[Claim] = CLAIMS
+) -> list[tuple[str, int, dict[str, Any]]]:
+    """(row, seed, decode setting) of every run to decode again (`depth_multi30k --rescore`): both rows of each
+    compared pair whose recipes decode with different beams or length penalties, each under the other's."""
+    todo: list[tuple[str, int, dict[str, Any]]] = []
+    for system, baseline in comparison_pairs(records, claims):
+        own = {n: study.decode_setting(n, args) for n in (system, baseline)}
+        if own[system] == own[baseline]:
+            continue
+        for name, other in ((system, baseline), (baseline, system)):
+            for r in records[name]:
+                if (r.get("test") or {}).get("averaged") and (name, r["seed"], own[other]) not in todo:
+                    todo.append((name, r["seed"], own[other]))
+    return todo
+
+
+def rescored_statistics(
+    name: str, records: Sequence[dict[str, Any]], setting: dict[str, Any], args: argparse.Namespace
+) -> list[list[list[int]]] | None:
+    """Row NAME's per-run BLEU statistics under decode SETTING: the records' own where it is the row's setting,
+    else the `--rescore` results (None while any run lacks one)."""
+    if study.decode_setting(name, args) == setting:
+        return _averaged_statistics(records)
+    runs = []
+    for r in records:
+        found = study._read_json(study.rescore_path(name, r["seed"], setting, args))
+        if found is None:
+            return None
+        runs.append(found["bleu_statistics"])
+    return runs
+
+
+def run_comparisons(
+    records: dict[str, list[dict[str, Any]]],
+    claims: Sequence[Claim] = CLAIMS,
+    n_samples: int = N_SAMPLES,
+    args: argparse.Namespace | None = None,
+) -> list[dict[str, Any]]:
+    """Every comparison the claims make whose two rows both have test statistics
+    (deep_nmt_hf.significance.seed_and_sentence_test: sentences and seeds, the seeds' variance unbiased), then
+    Holm's correction across all of them together, and each one's detectable Δ. With `args`, a pair whose rows
+    decode differently also gets "decoded_alike": the same comparison under each row's decode setting where
+    `--rescore` has decoded it (else "decode_settings" names the difference)."""
     tests = []
-    for system, baseline in pairs:
+    for system, baseline in comparison_pairs(records, claims):
         sys_stats, base_stats = _averaged_statistics(records[system]), _averaged_statistics(records[baseline])
         if not sys_stats or not base_stats:
             continue  # a row that diverged before its first checkpoint has no translations
-        result = seeded_paired_bootstrap(base_stats, sys_stats, n_samples=n_samples)
-        tests.append({"system": system, "baseline": baseline, **result})
+        result = seed_and_sentence_test(base_stats, sys_stats, n_samples=n_samples)
+        test = {"system": system, "baseline": baseline, **result}
+        if args is not None:
+            own = {n: study.decode_setting(n, args) for n in (system, baseline)}
+            if own[system] != own[baseline]:
+                test["decode_settings"] = {n: study.setting_tag(v) for n, v in own.items()}
+                alike = {}
+                for name in (system, baseline):
+                    b = rescored_statistics(baseline, records[baseline], own[name], args)
+                    x = rescored_statistics(system, records[system], own[name], args)
+                    if b and x:
+                        alike[name] = seed_and_sentence_test(b, x, n_samples=n_samples)
+                test["decoded_alike"] = alike
+        tests.append(test)
     for test, adjusted in zip(tests, holm([t["p_value"] for t in tests]), strict=True):
         test["p_holm"] = adjusted
+        test["detectable"] = detectable_delta(test["se"], ALPHA, len(tests), POWER)
     return tests
 
 
@@ -294,18 +360,55 @@ def _find(tests: Sequence[dict[str, Any]], system: str, baseline: str) -> dict[s
     return next((t for t in tests if t["system"] == system and t["baseline"] == baseline), None)
 
 
+def p_text(p: float) -> str:
+    """A p-value as the report prints it: 3 significant digits, "< 0.0001" below that."""
+    return "< 0.0001" if p < 1e-4 else f"{p:.3g}"
+
+
 def describe_test(test: dict[str, Any]) -> str:
     """One comparison in words: Δ BLEU with its 95% CI, raw and Holm p, the seeds on each side."""
     low, high = test["ci95"]
     return (
-        f"Δ {test['delta']:+.2f} BLEU (95% CI {low:+.2f} … {high:+.2f}), p {test['p_value']:.3g}, Holm p "
-        f"{test['p_holm']:.3g}; seeds {test['system_runs']} vs {test['baseline_runs']}"
+        f"Δ {test['delta']:+.2f} BLEU (95% CI {low:+.2f} … {high:+.2f}; se {test['se']:.2f}: sentences "
+        f"{test['sentence_se']:.2f}, seeds {test['seed_se']:.2f}, df {test['df']:.3g}), p {p_text(test['p_value'])}, "
+        f"Holm p {p_text(test['p_holm'])}; seeds {test['system_runs']} vs {test['baseline_runs']}"
     )
 
 
-def verdict(claim: Claim, rows: dict[str, dict[str, Any]], tests: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """The verdict on one claim by RULES: {"paper", "claim", "system", "baseline", "verdict" (holds / does not
-    hold / cannot be tested yet / cannot be tested at this scale), "why", "paper_number", "panel", "seeds", "test"}."""
+def _inside(value: float, test: dict[str, Any]) -> bool:
+    return test["ci95"][0] <= value <= test["ci95"][1]
+
+
+def against_paper(claim: Claim, test: dict[str, Any]) -> tuple[str, str]:
+    """(verdict, why) of a BLEU comparison against the paper's Δ (RULES): reproduces / contradicts / inconclusive;
+    without a paper Δ, against the claim's direction (X beats Y)."""
+    significant = test["p_holm"] < ALPHA
+    delta, paper = test["delta"], claim.paper_delta
+    if paper is None:
+        if significant and delta > 0:
+            return REPRODUCES, "significantly better"
+        if significant:
+            return CONTRADICTS, "significantly worse"
+        return INCONCLUSIVE, "no significant difference either way"
+    if _inside(paper, test):
+        if significant and (delta > 0) == (paper > 0):
+            return REPRODUCES, f"the paper's {paper:+.2f} is inside the CI, which excludes 0"
+        return (
+            INCONCLUSIVE,
+            f"consistent with the paper: both 0 and the paper's {paper:+.2f} are inside the CI",
+        )
+    if significant and (delta > 0) != (paper > 0):
+        return CONTRADICTS, f"the paper's {paper:+.2f} is outside the CI: significantly the other way"
+    return CONTRADICTS, f"the paper's {paper:+.2f} is outside the CI: the paper's size is not reproduced"
+
+
+def verdict(
+    claim: Claim,
+    rows: dict[str, dict[str, Any]],
+    tests: Sequence[dict[str, Any]],
+) -> dict[str, Any]:
+    """The verdict on one claim by RULES: {"paper", "claim", "system", "baseline", "verdict" (depth_claims.VERDICTS),
+    "why", "paper_number", "panel", "seeds", "test", "confound", "schedule", "group", "detectable"}."""
     system, baseline = resolve(claim, rows)
     out = {
         "paper": claim.paper,
@@ -317,47 +420,66 @@ def verdict(claim: Claim, rows: dict[str, dict[str, Any]], tests: Sequence[dict[
         "paper_delta": claim.paper_delta,
         "paper_outcome": claim.paper_outcome,
         "panel": claim.panel,
+        "group": claim.group,
+        "schedule": claim.schedule,
+        "confound": "",
+        "detectable": None,
         "seeds": None,
         "test": None,
     }
 
     def done(word: str, why: str) -> dict[str, Any]:
-        return out | {"verdict": word, "why": why}
+        notes = [why]
+        if out["confound"]:
+            notes.append(out["confound"])
+        if claim.schedule:
+            notes.append(claim.schedule)
+        return out | {"verdict": word, "why": "; ".join(notes)}
 
+    if claim.confound:
+        control = claim.control.split(" vs ") if claim.control else []
+        if control and all(n in rows for n in control):
+            out["confound"] = f"{claim.confound}: controlled by the claim {claim.control}"
+        elif control:
+            out["confound"] = f"{claim.confound}; control {control[1]} pending"
+        else:
+            out["confound"] = claim.confound
     if system is None:
         deep = [n for n in rows if (d := depth(n)) is not None and sum(d) > 12]
         if deep:
-            return done(
-                "cannot be tested at this scale", f"every deep row with a record fails ({', '.join(deep)})"
-            )
-        return done("cannot be tested yet", "no deep row has a record")
+            return done(NOT_AT_SCALE, f"every deep row with a record fails ({', '.join(deep)})")
+        return done(NOT_YET, "no deep row has a record")
     missing = [n for n in (system, baseline) if n not in rows]
     needed = depth_rows.IF_FAILS.get(system)
     if system in missing and needed in rows and not failure(needed, rows):
         return done(
-            "cannot be tested at this scale",
-            f"{needed} does not fail (it reads the source: src {_cell(rows[needed]['mean']['src'], None, 2)} "
-            f"nats), so {system} is not run (the study runs it only where {needed} fails)",
+            NOT_APPLICABLE,
+            f"its premise did not occur: {needed} does not collapse (it reads the source: src "
+            f"{_cell(rows[needed]['mean']['src'], None, 2)} nats), so {system} is not run (the study runs it only "
+            f"where {needed} fails)",
         )
     if baseline in missing and depth_rows.IF_TRAINS.get(baseline) == system and system in rows:
         if why := failure(system, rows):
             return done(
-                "does not hold",
+                CONTRADICTS,
                 f"the claimed row fails: {why}, so {baseline} is not run (the study runs it only where {system} "
                 "trains)",
             )
     if missing:
-        return done("cannot be tested yet", f"no record of {', '.join(missing)}")
+        return done(NOT_YET, f"no record of {', '.join(missing)}")
     out["seeds"] = {system: rows[system]["n_seeds"], baseline: rows[baseline]["n_seeds"]}
     test = _find(tests, system, baseline)
     out["test"] = test
     reference = reference_row(baseline)
     if reference in rows and failure(reference, rows):
-        return done(
-            "cannot be tested at this scale", f"even the 6-6 reference fails: {failure(reference, rows)}"
-        )
+        return done(NOT_AT_SCALE, f"even the 6-6 reference fails: {failure(reference, rows)}")
     failed_sys, failed_base = failure(system, rows), failure(baseline, rows)
+    split_sys = (
+        failed_sys is not None and " seeds (" in failed_sys
+    )  # some seeds train: the comparison decides
     shown = f" ({describe_test(test)})" if test else ""
+    if test is not None:
+        out["detectable"] = test["detectable"]
     significant = test is not None and test["p_holm"] < ALPHA
     if claim.rule == "collapses":
         # source reliance down the decoder depths this study ran (the paper's Figure 1, in nats)
@@ -367,60 +489,112 @@ def verdict(claim: Claim, rows: dict[str, dict[str, Any]], tests: Sequence[dict[
         shown = ", ".join(f"{n} {_cell(v, None, 2)}" for n, v in src.items() if v is not None)
         out["source_reliance"] = {n: src.get(n) for n in (system, baseline)}
         if failed_sys:
-            return done("holds", f"{failed_sys}; source reliance (nats): {shown}")
+            return done(REPRODUCES, f"{failed_sys}; source reliance (nats): {shown}")
         return done(
-            "cannot be tested at this scale",
+            NOT_AT_SCALE,
             f"{system} reads the source at {depth(system)[1]} decoder layers (nats: {shown}); the paper's plain "
             "decoders collapse at 15 and 27 layers of a 512-wide model on WMT14 (Table 1)",
         )
+    if claim.premise and claim.premise in rows and not failure(claim.premise, rows):
+        remains = ""
+        if test is not None:
+            cost = [rows[n]["mean"]["train_cpu_s_per_epoch"] for n in (system, baseline)]
+            ratio = f", at {cost[0] / cost[1]:.1f}× the CPU per epoch" if all(cost) else ""
+            remains = f"; what remains: {system} against {baseline} when nothing collapses{shown}{ratio}"
+        return done(
+            NOT_APPLICABLE,
+            f"its premise did not occur: the paper's +{claim.paper_delta:.1f} is a rescue from a collapsed "
+            f"decoder, and {claim.premise} never collapsed (src {_cell(rows[claim.premise]['mean']['src'], None, 2)}"
+            f" nats){remains}",
+        )
     if claim.rule == "fails-or-behind":
-        if failed_sys:
-            return done("holds", f"it fails: {failed_sys}" + shown)
+        if failed_sys and not split_sys:
+            return done(REPRODUCES, f"it fails: {failed_sys}" + shown)
         if test is None:
-            return done("cannot be tested yet", "no test statistics for the comparison")
+            return done(NOT_YET, "no test statistics for the comparison")
         if significant and test["delta"] < 0:
-            return done("holds", "it trains but falls behind" + shown)
-        return done("does not hold", "it trains and is not behind" + shown)
-    if failed_sys and failed_base:
-        return done("does not hold", f"both fail: {failed_sys}; {failed_base}")
-    if failed_sys:
-        return done("does not hold", f"the claimed row fails: {failed_sys}" + shown)
+            return done(REPRODUCES, "it trains but falls behind" + shown)
+        if significant:
+            return done(CONTRADICTS, "it trains and is significantly better" + shown)
+        return done(INCONCLUSIVE, "it trains and is not significantly behind" + shown)
+    if failed_sys and failed_base and not split_sys:
+        return done(CONTRADICTS, f"both fail: {failed_sys}; {failed_base}")
+    if failed_sys and failed_base:  # the claimed row's seeds disagree: it trains on some
+        return done(
+            INCONCLUSIVE,
+            f"the claimed row's seeds disagree and the counterfactual fails: {failed_sys}; {failed_base}"
+            + shown,
+        )
+    if failed_sys and not split_sys:
+        return done(CONTRADICTS, f"the claimed row fails: {failed_sys}" + shown)
     if test is None:
         if failed_base:
-            return done("holds", f"the counterfactual fails ({failed_base}) and the claimed row trains")
-        return done("cannot be tested yet", "no test statistics for the comparison")
+            return done(REPRODUCES, f"the counterfactual fails ({failed_base}) and the claimed row trains")
+        return done(NOT_YET, "no test statistics for the comparison")
     if claim.rule == "close":
         ratio = rows[system]["num_parameters"] / rows[baseline]["num_parameters"]
         params = f"; parameters {ratio:.0%} of {baseline}'s"
         if test["ci95"][0] > -CLOSE_MARGIN:
-            return done("holds", f"within {CLOSE_MARGIN:g} BLEU" + shown + params)
+            return done(REPRODUCES, f"within {CLOSE_MARGIN:g} BLEU" + shown + params)
         if significant and test["delta"] < -CLOSE_MARGIN:
-            return done("does not hold", f"more than {CLOSE_MARGIN:g} BLEU behind" + shown + params)
+            return done(CONTRADICTS, f"more than {CLOSE_MARGIN:g} BLEU behind" + shown + params)
         # how far the CI reaches below Δ: "close" needs a Δ that far above −margin
         below = test["delta"] - test["ci95"][0]
         return done(
-            "cannot be tested at this scale",
+            INCONCLUSIVE,
             f"the CI reaches below −{CLOSE_MARGIN:g} BLEU without a significant larger deficit"
             + shown
             + params
             + f"; the CI reaches {below:.2f} BLEU below Δ (seeds and {test['sentences']} test sentences), so "
             f'"within {CLOSE_MARGIN:g} BLEU" needs Δ above {below - CLOSE_MARGIN:+.2f}',
         )
-    if failed_base:
-        return done("holds", f"the counterfactual fails ({failed_base}) and the claimed row trains" + shown)
-    if significant and test["delta"] > 0:
-        return done("holds", "better" + shown)
-    if significant:
-        return done("does not hold", "significantly worse" + shown)
-    return done("does not hold", "no significant difference" + shown)
+    if failed_base and not failed_sys:
+        return done(
+            REPRODUCES, f"the counterfactual fails ({failed_base}) and the claimed row trains" + shown
+        )
+    word, why = against_paper(claim, test)
+    if split_sys:
+        why = f"{failed_sys}: the failure rule does not decide it, the comparison does: {why}"
+    if claim.paper_delta is not None and abs(claim.paper_delta) < test["detectable"]:
+        why += (
+            f"; the paper's {claim.paper_delta:+.2f} is below what this comparison can detect "
+            f"({test['detectable']:.2f} BLEU at {POWER:.0%} power after Holm)"
+        )
+    if decoded := decoded_alike_text(test):
+        why += "; " + decoded
+    return done(word, why + shown)
+
+
+def decoded_alike_text(test: dict[str, Any]) -> str:
+    """The length-penalty confound of a pair whose rows decode differently: Δ under each row's setting (after
+    `--rescore`), or the confound named while that is pending; "" where both rows decode alike."""
+    settings = test.get("decode_settings")
+    if not settings:
+        return ""
+    alike = test.get("decoded_alike") or {}
+    differ = " vs ".join(f"{n} {t}" for n, t in settings.items())
+    if not alike:
+        return (
+            f"confounded: the two rows decode with different settings ({differ}); rescoring both under each "
+            "setting (--rescore) pending"
+        )
+    parts = [
+        f"under {name}'s setting ({settings[name]}) Δ {r['delta']:+.2f} ({r['ci95'][0]:+.2f} … {r['ci95'][1]:+.2f})"
+        for name, r in alike.items()
+    ]
+    return "decoded alike (the rows' own settings differ: " + differ + "): " + "; ".join(parts)
 
 
 def claim_verdicts(
-    records: dict[str, list[dict[str, Any]]], claims: Sequence[Claim] = CLAIMS, n_samples: int = N_SAMPLES
+    records: dict[str, list[dict[str, Any]]],
+    claims: Sequence[Claim] = CLAIMS,
+    n_samples: int = N_SAMPLES,
+    args: argparse.Namespace | None = None,
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """(verdicts, comparisons): every claim's verdict, and the Holm-corrected comparisons they rest on."""
+    """(verdicts, comparisons): every claim's verdict, and the Holm-corrected comparisons they rest on (with
+    `args`, the rescored comparisons of pairs that decode differently, where `--rescore` ran)."""
     rows = {name: row_summary(name, recs) for name, recs in records.items()}
-    tests = run_comparisons(records, claims, n_samples)
+    tests = run_comparisons(records, claims, n_samples, args)
     return [verdict(claim, rows, tests) for claim in claims], tests
 
 
@@ -444,7 +618,7 @@ def results_table(rows: dict[str, dict[str, Any]]) -> str:
     """The table: one line per row, numbers as mean ± sd over its seeds; BLEU avg and src seed by seed where
     the row's seeds disagree on reading the source (`source_split`)."""
     header = ["row", "recipe", "params (M)", "seeds", "CPU-s/epoch", "BLEU avg", "chrF avg", "TER avg"]
-    header += ["BLEU best", "slope (nats/ep)", "end", "gap", "src", "len", "decode tok/CPU-s"]
+    header += ["BLEU best", "slope (nats/ep)", "annealed end", "gap", "src", "len", "decode tok/CPU-s"]
     body = []
     for name, row in rows.items():
         m, s = row["mean"], row["sd"]
@@ -490,10 +664,12 @@ def claims_markdown(verdicts: Sequence[dict[str, Any]]) -> str:
 
 
 def glance_table(verdicts: Sequence[dict[str, Any]]) -> str:
-    """One line per claim, in the order of the claims: the comparison, the seeds, the measured Δ BLEU with its 95%
-    CI beside the paper's Δ, and the verdict with its Holm p (the details, the rules and the paper's tables below)."""
+    """One line per claim: the comparison, the seeds, the measured Δ BLEU with its 95% CI beside the paper's Δ, the
+    smallest Δ the comparison can detect, and the verdict with its Holm p and the confound, if any. Claims that
+    rest on one phenomenon (a claim's `group`) come first, marked with it, so that they count once."""
     body = []
-    for v in verdicts:
+    grouped = [v for v in verdicts if v.get("group")] + [v for v in verdicts if not v.get("group")]
+    for v in grouped:
         test = v["test"] if v["rule"] != "collapses" else None  # a collapse is judged by source reliance
         measured = "—"
         if test:
@@ -503,21 +679,68 @@ def glance_table(verdicts: Sequence[dict[str, Any]]) -> str:
             measured = (
                 "src " + " vs ".join(_cell(x, None, 2) for x in v["source_reliance"].values()) + " nats"
             )
-        word = f"**{v['verdict']}**" if v["verdict"] in ("holds", "does not hold") else v["verdict"]
+        word = f"**{v['verdict']}**" if v["verdict"] in (REPRODUCES, CONTRADICTS) else v["verdict"]
+        notes = [note for note in (v.get("confound"), v.get("schedule")) if note]
+        if test and (decoded := decoded_alike_text(test)):
+            notes.append(decoded)
         body.append(
             [
-                SHORT[v["paper"]],
+                (v["group"].split(" ")[0] + " " if v.get("group") else "") + SHORT[v["paper"]],
                 f"{v['system'] or BEST_DEEP} vs {v['baseline']}",
                 " vs ".join(str(k) for k in v["seeds"].values()) if v["seeds"] else "—",
                 measured,
                 v["paper_outcome"]
                 if v["paper_delta"] is None
                 else _cell(v["paper_delta"], None, 2, signed=True),
-                word + holm_note(test),
+                f"{v['detectable']:.2f}" if v.get("detectable") is not None else "—",
+                word + holm_note(test) + "".join(f"; {n}" for n in notes),
             ]
         )
-    header = ["paper", "system vs baseline", "seeds", "Δ BLEU (95% CI)", "the paper (Δ BLEU)", "verdict"]
-    return markdown_table(header, body)
+    header = ["paper", "system vs baseline", "seeds", "Δ BLEU (95% CI)", "the paper (Δ BLEU)", "detectable Δ"]
+    return markdown_table(header + ["verdict"], body)
+
+
+def glance_summary(verdicts: Sequence[dict[str, Any]], tests: Sequence[dict[str, Any]]) -> str:
+    """The verdicts counted with each phenomenon once, and the test set's detectable Δ in words."""
+    from depth_claims import VERDICTS
+
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for v in verdicts:
+        if v.get("group"):
+            groups.setdefault(v["group"], []).append(v)
+    counted: dict[str, int] = {}
+    for v in verdicts:
+        if not v.get("group"):
+            counted[v["verdict"]] = counted.get(v["verdict"], 0) + 1
+    lines = []
+    for group, members in groups.items():
+        words = sorted({m["verdict"] for m in members})
+        for word in words:  # each distinct outcome of the phenomenon once
+            counted[word] = counted.get(word, 0) + 1
+        tally = ", ".join(f"{sum(m['verdict'] == w for m in members)} {w}" for w in words)
+        lines.append(
+            f"{group.split(' ')[0]} marks {len(members)} claims that rest on one observation,"
+            f" {group.split(' ', 1)[1]} ({tally}; {sum('DeepNorm' in m['paper_outcome'] for m in members)} of them "
+            "concern DeepNorm, which is in none of the five papers): count it once."
+        )
+    lines.append(
+        "Counted so: "
+        + ", ".join(f"{counted[w]} {w}" for w in VERDICTS if counted.get(w))
+        + f" (of {len(verdicts)} claim lines)."
+    )
+    trained = [t for t in tests if abs(t["delta"]) < 10]  # pairs where both rows translate
+    if trained:
+        floor = statistics.median(t["sentence_se"] for t in trained)
+        m = len(tests)
+        lines.append(
+            f"**What this test set can detect.** With {trained[0]['sentences']} test sentences and Holm over {m} "
+            f"comparisons, the smallest Δ found with {POWER:.0%} power is (z(1 − {ALPHA:g}/(2·{m})) + z({POWER:g})) × "
+            f"se: {detectable_delta(floor, ALPHA, m, POWER):.2f} BLEU from the sentences alone (median sentence se "
+            f"{floor:.2f} over the {len(trained)} comparisons between rows that both translate), "
+            f"{statistics.median(t['detectable'] for t in trained):.2f} BLEU with the seeds' variance added (median "
+            "of those comparisons; each comparison's own in the column). A paper's Δ below it cannot be seen here."
+        )
+    return "\n\n".join(lines)
 
 
 def comparisons_table(tests: Sequence[dict[str, Any]]) -> str:
@@ -541,8 +764,8 @@ def comparisons_table(tests: Sequence[dict[str, Any]]) -> str:
             f"{t['baseline_bleu']:.2f}",
             f"{t['delta']:+.2f}",
             f"{t['ci95'][0]:+.2f} … {t['ci95'][1]:+.2f}",
-            f"{t['p_value']:.3g}",
-            f"{t['p_holm']:.3g}",
+            p_text(t["p_value"]),
+            p_text(t["p_holm"]),
         ]
         for t in tests
     ]
@@ -586,6 +809,156 @@ def settings_markdown(
     return text + "\n".join(lines)
 
 
+def annealing_facts(records: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+    """What "flat" means under the linear decay: the last epochs' learning rate as a share of the run's peak, the
+    runs whose validation loss still fell over the last 5 epochs, and those whose best epoch is one of the last
+    two."""
+    runs = [r for recs in records.values() for r in recs if len(r.get("history") or []) >= 6]
+    shares, falling, late = [], 0, 0
+    for r in runs:
+        history = r["history"]
+        peak = max((e.get("learning_rate") or 0.0) for e in history)
+        if peak > 0:
+            shares.append([(e.get("learning_rate") or 0.0) / peak for e in history[-3:]])
+        losses = [e.get("valid_loss") for e in history]
+        if losses[-1] is not None and losses[-6] is not None and losses[-1] < losses[-6]:
+            falling += 1
+        if r.get("best_epoch") is not None and r["best_epoch"] >= len(history) - 1:
+            late += 1
+    last = [statistics.fmean(s[i] for s in shares) for i in range(3)] if shares else []
+    return {
+        "runs": len(runs),
+        "last_lr_shares": last,
+        "valid_loss_falling": falling,
+        "best_in_last_two": late,
+    }
+
+
+def annealing_markdown(records: dict[str, list[dict[str, Any]]], epochs: int) -> str:
+    """The annealed budget in words (issue #50 item 4): flat by construction, not converged."""
+    facts = annealing_facts(records)
+    if not facts["runs"] or not facts["last_lr_shares"]:
+        return ""
+    shares = ", ".join(f"{x:.1%}" for x in facts["last_lr_shares"])
+    return (
+        f"**Annealed, not converged.** Under the linear decay the last three epochs run at {shares} of the peak "
+        f'learning rate, so the "annealed end" column is flat by construction. The validation loss still falls '
+        f"between epochs {epochs - 5} and {epochs} in {facts['valid_loss_falling']} of {facts['runs']} runs, and "
+        f"the best epoch is one of the last two in {facts['best_in_last_two']}: the study compares the rows at an "
+        f"equal annealed budget of {epochs} epochs, which is what it measured, not at convergence. The budget "
+        "pilot that chose it checked one difference, between two 6-6 rows (Marian 6-6 − post-6-6), on "
+        "test_2016_flickr, the test set the verdicts use."
+    )
+
+
+BUDGET_PAIR = (
+    "pre-18-6",
+    "pre-6-6",
+)  # the deep-vs-shallow pair the budget rule is checked on (issue #50 item 4)
+
+
+def budget_check_markdown(
+    records: dict[str, list[dict[str, Any]]], pair: tuple[str, str] = BUDGET_PAIR, step: int = 5
+) -> str:
+    """The pilot's rule (a later budget moves no difference between rows by 1 BLEU or more) checked on one
+    deep-vs-shallow pair from the validation curves (mean over seeds, validation BLEU) of the study's own runs:
+    the difference at every `step` epochs. Not an annealed run of each budget (the learning rate at epoch 20 of
+    a 30-epoch run is not 0), so an indication only."""
+    if not all(n in records for n in pair):
+        return ""
+    curves = {n: dict(zip(*per_epoch(records[n], "valid_bleu")[:2], strict=True)) for n in pair}
+    epochs = [e for e in sorted(curves[pair[0]]) if e in curves[pair[1]] and int(e) % step == 0]
+    if len(epochs) < 2:
+        return ""
+    gaps = {e: curves[pair[0]][e] - curves[pair[1]][e] for e in epochs}
+    moved = abs(gaps[epochs[-1]] - gaps[epochs[-2]])
+    listed = ", ".join(f"{gaps[e]:+.2f} at {int(e)}" for e in epochs)
+    return (
+        f"**The budget rule on a deep-vs-shallow pair.** From the validation curves (validation BLEU, beam 4, mean "
+        f"over seeds) of the 30-epoch runs, {pair[0]} − {pair[1]}: {listed} epochs. Over the last {step} epochs "
+        f"the difference moves by {moved:.2f} BLEU, {'under' if moved < 1 else 'not under'} the rule's 1 BLEU. "
+        "These are epochs of one annealed run, not annealed runs of each budget, so this indicates, and does not "
+        "replace, a pilot of a deep row at 40 epochs."
+    )
+
+
+# issue #48's H200 measurements (bf16, 25k target tokens per step): ms per training step
+GPU_STEP_MS = {
+    "Marian 6-6": 62.5,  # 59-66
+    "pre-LN 18-6": 89,
+    "ADMIN 18-6": 98,
+    "DeepNorm 18-6": 97,
+    "DS-Init + MAtt 18-6": 85,
+    "shared layers": 156,
+    "ADMIN 60L-12L": 255,
+    "nn.Transformer 6-6": 67,
+    "nn.Transformer 18-6": 107,
+    "nn.Transformer 36-6": 164,
+    "nn.Transformer 60-12": 273,
+}
+GPU_UPDATES = 100_000  # updates of 25k target tokens a run: ≈ 19 epochs of WMT14 En-De (≈ 130M target tokens)
+GPU_SEEDS = 3
+
+
+def gpu_hours(ms: float, updates: int = GPU_UPDATES) -> float:
+    """H200 hours of one run of `updates` steps at `ms` per step (issue #48's raw step times)."""
+    return updates * ms / 1000 / 3600
+
+
+def limits_markdown() -> str:
+    """What the study cannot say, and what testing the papers' own settings would take (issue #50 item 8)."""
+    plan = (
+        (
+            "ADMIN 18-6 / 60L-12L vs default post-LN and 6-6",
+            (
+                "nn.Transformer 6-6",
+                "nn.Transformer 18-6",
+                "ADMIN 18-6",
+                "DeepNorm 18-6",
+                "nn.Transformer 60-12",
+                "ADMIN 60L-12L",
+            ),
+        ),
+        (
+            "DLCL: pre-LN 18-6 vs pre-LN 6-6 (at both lrs), DLCL 18-6",
+            ("Marian 6-6", "Marian 6-6", "pre-LN 18-6", "pre-LN 18-6"),
+        ),
+        (
+            "DS-Init + MAtt 18-6 vs MAtt 18-6 and a 6-6 of its recipe",
+            ("DS-Init + MAtt 18-6", "DS-Init + MAtt 18-6", "Marian 6-6"),
+        ),
+        ("shared layers vs the unshared 18-6", ("shared layers", "pre-LN 18-6")),
+    )
+    lines = []
+    total = 0.0
+    for claim, rows in plan:
+        hours = GPU_SEEDS * sum(gpu_hours(GPU_STEP_MS[r]) for r in rows)
+        total += hours
+        lines.append([claim, len(rows), GPU_SEEDS * len(rows), f"{hours:.0f}"])
+    table = markdown_table(["claims", "rows", "runs", "H200-hours"], lines)
+    return (
+        "The papers' gains were measured on WMT14 En-De (4.5M sentence pairs; ADMIN also En-Fr, 36M), with "
+        "updates of 25k-65k target tokens (16-40× this study's 1536) and d_model 512 and up; this study trains "
+        "29k pairs at d_model 64. Its verdicts say what these recipes do at this scale: they neither confirm nor "
+        "refute the papers' numbers at theirs, and a gain the papers measured (+0.2 to +2.5 BLEU) can be below "
+        "what 1000 test sentences detect. Testing them at their own scale would take WMT14 En-De (and En-Fr for "
+        "ADMIN), the papers' batch sizes and schedules (inverse-sqrt), 3 seeds per row and newstest2014 (3003 "
+        f"sentences) as test set. At {GPU_UPDATES // 1000}k updates of 25k target tokens a run (≈ 19 epochs of "
+        "WMT14 En-De), from the raw step times measured on one H200 in bf16 (issue #48: stock Marian 6-6 59-66 "
+        "ms, pre-LN 18-6 89, ADMIN 18-6 98, DeepNorm 18-6 97, DS-Init + MAtt 18-6 85, shared layers 156, ADMIN "
+        "60L-12L 255 ms; nn.Transformer 67 / 107 / 164 / 273 ms at 6-6 / 18-6 / 36-6 / 60-12 — raw step times "
+        "with no data loading or evaluation; bench/gpu_training.py has CPU results only so far, "
+        "bench/results/gpu_training_cpu.md), the rows each claim needs (a row without its own measurement "
+        "priced as the nearest measured one: default post-LN as nn.Transformer, DLCL as pre-LN 18-6):\n\n"
+        + table
+        + f"\n\nAbout {total:.0f} H200-hours in all ({total / 24:.0f} GPU-days), before evaluation, the deep "
+        "decoder's rows (15-15 and 27-27 with CAD + CRT, not measured on the GPU) and any En-Fr run."
+    )
+
+
+LIMITS = limits_markdown()
+
+
 COLUMNS = (
     "Columns: params in millions; seeds = runs behind the row; CPU-s/epoch = training CPU seconds per epoch "
     "(one thread; on the reference machine: an epoch another machine trained is scaled by the ratio of the two "
@@ -593,8 +966,9 @@ COLUMNS = (
     "the best-validation checkpoint (best), "
     "mean ± sd over seeds (a row whose seeds disagree, some reading the source and some not, gives BLEU avg "
     "and src seed by seed: s1 … · s2 …); slope = least-squares slope of the validation loss over the last "
-    f"{SLOPE_EPOCHS} epochs, nats per epoch, mean over seeds; end = flat when |slope| < {FLAT:g} nats/epoch, "
-    "otherwise still improving (falling) or rising; gap = eval-mode token NLL on validation minus training pairs "
+    f"{SLOPE_EPOCHS} epochs, nats per epoch, mean over seeds; annealed end = flat when |slope| < {FLAT:g} "
+    "nats/epoch, otherwise still improving (falling) or rising: flat by construction under the decay to 0, not "
+    "converged (see below); gap = eval-mode token NLL on validation minus training pairs "
     "(over-fitting); src = validation NLL with every source replaced by another sentence's minus the true one "
     "(source reliance: near 0, the decoder ignores the source); len = hypothesis / reference length on test (below "
     "1 BLEU's brevity penalty bites); gap, src and len of the averaged model; decode tok/CPU-s = test tokens the "
@@ -615,7 +989,7 @@ def build_report(
     re-train for their weights (`lost_weights`); `pilot`: the budget pilot's payload (depth_pilot.build_pilot),
     whose conclusion the settings quote."""
     rows = {name: row_summary(name, recs) for name, recs in records.items()}
-    verdicts, tests = claim_verdicts(records, CLAIMS, n_samples)
+    verdicts, tests = claim_verdicts(records, CLAIMS, n_samples, args)
     all_settings = [r["settings"] for recs in records.values() for r in recs if r.get("settings")]
     settings = {**study.settings(args), **(all_settings[0] if all_settings else {})}
     differing = sorted({k for s in all_settings for k in s if s.get(k) != settings.get(k)})
@@ -631,10 +1005,12 @@ def build_report(
         }
     )
     markdown = [
-        f"# Depth that pays? Each paper's claim on Multi30k en→de, {args.epochs} annealed epochs",
+        f"# Depth that pays? Each paper's claim on Multi30k en→de at an equal annealed budget of {args.epochs} "
+        "epochs",
         progress(planned, records, left, lost),
         "## Verdicts at a glance",
         glance_table(verdicts),
+        glance_summary(verdicts, tests),
         "Each claim in words, the rules behind the verdicts and the paper's own tables: [Claims](#claims); "
         "the same at a glance as a plot: [depth_multi30k_claims.png](depth_multi30k_claims.png).",
         "## Settings",
@@ -652,6 +1028,10 @@ def build_report(
             f"**Warning:** the records differ in {', '.join(differing)}; the numbers mix settings."
         )
     markdown += ["## Results", results_table(rows) if rows else "No finished run yet.", COLUMNS]
+    if facts := annealing_markdown(records, args.epochs):
+        markdown.append(facts)
+    if check := budget_check_markdown(records):
+        markdown.append(check)
     if rerun := rerun_markdown(records):
         markdown.append(rerun)
     markdown += ["## Claims", RULES, claims_markdown(verdicts)]
@@ -659,6 +1039,7 @@ def build_report(
         "### Every comparison, Holm-corrected together",
         comparisons_table(tests) if tests else "None yet.",
     ]
+    markdown += ["## What this study cannot say", LIMITS]
     if left or lost:
         markdown += [
             "## Not finished yet",
@@ -678,11 +1059,13 @@ def build_report(
             "collapse_share": COLLAPSE_SHARE,
             "src_floor_nats": SRC_FLOOR,
             "bootstrap_samples": n_samples,
+            "power": POWER,
         },
         "progress": progress(planned, records, left, lost),
         "rows": rows,
         "significance": tests,
         "claims": verdicts,
+        "annealing": annealing_facts(records),
         "not_finished": left,
         "weights_lost": list(lost),
         "budget_pilot": budget,

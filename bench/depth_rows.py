@@ -61,6 +61,18 @@ MODELS: dict[str, Row] = {
     "post-36-6": Row("base", "admin", {**DEEPER, **POST}, "post-LN 36-6, default training", "post-6-6"),
     "admin-36-6": Row("admin", "admin", DEEPER, "ADMIN 36-6 (ω profiled)", "post-36-6"),
     "deepnorm-36-6": Row("deepnorm", "admin", DEEPER, "DeepNorm 36-6 (ADMIN's recipe)", "post-36-6"),
+    # a control (issue #50 item 3): pre-18-6 trains with the DLCL paper's deep recipe (lr 2e-3, warmup 16k × 0.1),
+    # pre-6-6 with its base recipe (lr 1e-3, warmup 8k × 0.1), so "depth pays" is confounded with a 2× lr
+    "pre-6-6-lr2e-3": Row(
+        "base",
+        "dlcl",
+        {**SIX_SIX, **PRE},
+        "pre-LN 6-6 at the deep rows' lr 2e-3, warmup 1600",
+        "pre-6-6",
+        options={"learning_rate": 2e-3, "warmup_steps": 16000},
+        why="a control (issue #50): pre-LN 6-6 at pre-18-6's lr 2e-3 and warmup 16k (× 0.1), so that pre-18-6 vs "
+        "a 6-6 differs in depth only",
+    ),
     # DLCL's claim: deep post-norm fails where pre-norm works, and DLCL adds to pre-norm
     "pre-18-6": Row("base", "dlcl", {**DEEP, **PRE}, "pre-LN 18-6", "post-18-6"),
     "dlcl-18-6": Row("dlcl", "dlcl", DEEP, "pre-norm DLCL 18-6", "pre-18-6"),
@@ -192,6 +204,10 @@ CONDITIONAL = {**IF_FAILS, **IF_TRAINS}  # every conditional row: the row its ru
 LATER = ("post-36-6", "admin-36-6", "deepnorm-36-6", "dsinit-matt-18-6-low-dropout")
 # last: this seed of every row that has only seed 1, so that every claim rests on more than one training run
 SECOND_SEED = 2
+# after everything else: the controls issue #50 asked for, with CONTROL_SEEDS each (the rows' confounds are named in
+# their verdicts until these have records)
+CONTROLS = ("pre-6-6-lr2e-3",)
+CONTROL_SEEDS = (1, 2)
 
 
 def row_order(name: str) -> tuple[int, str]:

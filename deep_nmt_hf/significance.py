@@ -13,7 +13,9 @@ resample is computed from their sums, so no translation text is needed once the 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
+from statistics import NormalDist
 from typing import Any
 
 import numpy as np
@@ -160,3 +162,152 @@ def holm(p_values: Sequence[float]) -> list[float]:
     adjusted = np.empty(m)
     adjusted[order] = stepped
     return adjusted.tolist()
+
+
+def _betainc(a: float, b: float, x: float) -> float:
+    """The regularized incomplete beta function I_x(a, b) (Lentz's continued fraction, Numerical Recipes' betacf):
+    the Student t tail without scipy, which the package does not depend on."""
+    if x <= 0.0:
+        return 0.0
+    if x >= 1.0:
+        return 1.0
+    if x > (a + 1) / (a + b + 2):
+        return 1.0 - _betainc(b, a, 1.0 - x)
+    front = (
+        math.exp(math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x))
+        / a
+    )
+    tiny = 1e-300
+    c, d = 1.0, 1.0 - (a + b) * x / (a + 1)
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    result = d
+    for m in range(1, 500):
+        for numerator in (
+            m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),
+            -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1)),
+        ):
+            d = 1.0 + numerator * d
+            d = 1.0 / (d if abs(d) > tiny else tiny)
+            c = 1.0 + numerator / c
+            c = c if abs(c) > tiny else tiny
+            result *= c * d
+        if abs(c * d - 1.0) < 1e-14:
+            break
+    return front * result
+
+
+def t_sf(t: float, df: float) -> float:
+    """P(T > t) for Student's t with `df` degrees of freedom (normal where df is infinite)."""
+    if not math.isfinite(df):
+        return NormalDist().cdf(-t)
+    tail = 0.5 * _betainc(df / 2, 0.5, df / (df + t * t))
+    return tail if t >= 0 else 1.0 - tail
+
+
+def t_ppf(q: float, df: float) -> float:
+    """The `q` quantile of Student's t with `df` degrees of freedom (bisection on `t_sf`)."""
+    if not 0 < q < 1:
+        raise ValueError(f"q={q} must lie in (0, 1)")
+    if not math.isfinite(df):
+        return NormalDist().inv_cdf(q)
+    low, high = -1.0, 1.0
+    while 1 - t_sf(low, df) > q:
+        low *= 2
+    while 1 - t_sf(high, df) < q:
+        high *= 2
+    for _ in range(200):
+        mid = (low + high) / 2
+        if 1 - t_sf(mid, df) < q:
+            low = mid
+        else:
+            high = mid
+    return (low + high) / 2
+
+
+def seed_and_sentence_test(
+    baseline: Sequence[Sequence[Sequence[int]]],
+    system: Sequence[Sequence[Sequence[int]]],
+    n_samples: int = 1000,
+    seed: int = 12345,
+    confidence: float = 0.95,
+) -> dict[str, Any]:
+    """Is `system` better than `baseline`, with the seeds' variance estimated without bias?
+
+    `seeded_paired_bootstrap` resamples each system's runs with replacement: with n runs that estimates the
+    variance of their mean as s² (n − 1) / n² instead of s² / n, half the seed variance with two seeds. This test
+    adds the two sources of noise instead (Clark et al. 2011 measure both): the **sentence** variance of Δ from a
+    paired bootstrap over the test sentences (every run kept, the same draw for both systems), and the **seed**
+    variance s²_sys / n_sys + s²_base / n_base from the unbiased sample variance of each system's corpus BLEU over
+    its runs (0 for a system with one run: then nothing estimates it, which `single_run` flags). The interval is
+    Δ ± t × se with Welch–Satterthwaite degrees of freedom (the sentence part counts as infinitely many), and p
+    is two-sided from the same t: with two runs a side that disagree, df is near 1 and the interval is wide, as
+    it must be.
+
+    Returns the keys of `seeded_paired_bootstrap` ("ci95" is the `confidence` interval) and "se", "sentence_se",
+    "seed_se", "df", "single_run", "method"."""
+    base, sys_ = _as_runs(baseline, "baseline"), _as_runs(system, "system")
+    sentences = base.shape[1]
+    if sys_.shape[1] != sentences or sentences == 0:
+        raise ValueError(
+            f"baseline runs have {base.shape[1]} sentences and system runs {sys_.shape[1]}: every run must hold "
+            "the statistics of the same (non-empty) test set"
+        )
+    if n_samples < 2:
+        raise ValueError(f"n_samples={n_samples} must be >= 2")
+    base_bleu = bleu_from_statistics(base.sum(axis=1))
+    sys_bleu = bleu_from_statistics(sys_.sum(axis=1))
+    observed = float(sys_bleu.mean() - base_bleu.mean())
+
+    rng = np.random.default_rng(seed)
+    draws = rng.choice(sentences, size=(n_samples, sentences), replace=True)
+    counts = np.bincount(
+        (draws + sentences * np.arange(n_samples)[:, None]).ravel(), minlength=n_samples * sentences
+    ).reshape(n_samples, sentences)
+
+    def mean_over_runs(runs: np.ndarray) -> np.ndarray:
+        return bleu_from_statistics(np.einsum("ij,rjk->irk", counts, runs, optimize=True)).mean(axis=1)
+
+    sentence_var = float(np.var(mean_over_runs(sys_) - mean_over_runs(base), ddof=1))
+    parts = [
+        float(np.var(b, ddof=1)) / b.size if b.size > 1 else 0.0
+        for b in (np.atleast_1d(sys_bleu), np.atleast_1d(base_bleu))
+    ]
+    seed_var = sum(parts)
+    var = sentence_var + seed_var
+    dofs = [b.size - 1 for b in (np.atleast_1d(sys_bleu), np.atleast_1d(base_bleu))]
+    seed_terms = sum(part**2 / dof for part, dof in zip(parts, dofs, strict=True) if dof > 0 and part > 0)
+    df = var**2 / seed_terms if seed_terms > 0 else math.inf
+    se = math.sqrt(var)
+    quantile = t_ppf(0.5 + confidence / 2, df)
+    if se > 0:
+        p_value = min(1.0, 2 * t_sf(abs(observed) / se, df))
+    else:
+        p_value = 1.0 if observed == 0 else 0.0
+    return {
+        "delta": observed,
+        "p_value": p_value,
+        "ci95": [observed - quantile * se, observed + quantile * se],
+        "baseline_bleu": float(base_bleu.mean()),
+        "system_bleu": float(sys_bleu.mean()),
+        "baseline_runs": int(base.shape[0]),
+        "system_runs": int(sys_.shape[0]),
+        "sentences": int(sentences),
+        "n_samples": int(n_samples),
+        "seed": seed,
+        "se": se,
+        "sentence_se": math.sqrt(sentence_var),
+        "seed_se": math.sqrt(seed_var),
+        "df": df,
+        "single_run": min(base.shape[0], sys_.shape[0]) < 2,
+        "method": "t: sentence bootstrap + unbiased seed variance",
+    }
+
+
+def detectable_delta(se: float, alpha: float = 0.05, comparisons: int = 1, power: float = 0.8) -> float:
+    """The smallest |Δ| a two-sided test at level alpha / comparisons (Bonferroni: the first step of Holm's
+    correction, the strictest) detects with probability `power`, for a Δ whose standard error is `se` (normal
+    approximation): (z_{1 − α/2m} + z_{power}) × se."""
+    if se < 0 or comparisons < 1 or not 0 < alpha < 1 or not 0 < power < 1:
+        raise ValueError(f"se={se}, comparisons={comparisons}, alpha={alpha}, power={power}")
+    normal = NormalDist()
+    return (normal.inv_cdf(1 - alpha / (2 * comparisons)) + normal.inv_cdf(power)) * se

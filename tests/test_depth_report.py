@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import statistics
 import sys
 from pathlib import Path
 
@@ -130,9 +131,9 @@ def test_rows_without_records_cannot_be_tested_yet(records: dict) -> None:
     assert marian["system"] == "admin-18-6"  # the best deep row that trained
     assert marian["verdict"] == "cannot be tested yet"
     assert "no record of marian-6-6" in marian["why"]
-    assert by_name(verdicts, "admin-18-6", "post-18-6")["verdict"] == "holds"
+    assert by_name(verdicts, "admin-18-6", "post-18-6")["verdict"] == "reproduces"
     behind = by_name(verdicts, "post-18-6", "post-6-6")
-    assert behind["verdict"] == "holds" and "falls behind" in behind["why"]
+    assert behind["verdict"] == "reproduces" and "falls behind" in behind["why"]
     assert behind["seeds"] == {"post-18-6": 3, "post-6-6": 3}
 
 
@@ -158,12 +159,12 @@ def test_failure_signatures_decide_the_verdicts() -> None:
         "deep-decoder-6-12": [record("deep-decoder-6-12", 1, 0.3, src=2.4)],
     }
     verdicts, _ = report.claim_verdicts(recs, n_samples=N_SAMPLES)
-    assert by_name(verdicts, "admin-18-6", "post-18-6")["verdict"] == "holds"
+    assert by_name(verdicts, "admin-18-6", "post-18-6")["verdict"] == "reproduces"
     fails = by_name(verdicts, "post-18-6", "post-6-6")
-    assert fails["verdict"] == "holds" and "diverged in 1 of 1" in fails["why"]
+    assert fails["verdict"] == "reproduces" and "diverged in 1 of 1" in fails["why"]
     collapse = by_name(verdicts, "deep-decoder-6-12-plain", "pre-6-6")
-    assert collapse["verdict"] == "holds" and "0.20" in collapse["why"]
-    assert by_name(verdicts, "deep-decoder-6-12", "deep-decoder-6-12-plain")["verdict"] == "holds"
+    assert collapse["verdict"] == "reproduces" and "0.20" in collapse["why"]
+    assert by_name(verdicts, "deep-decoder-6-12", "deep-decoder-6-12-plain")["verdict"] == "reproduces"
 
     recs["pre-6-6"] = [record("pre-6-6", 1, 0.3, src=0.01)]  # nothing reads the source at these settings
     verdicts, _ = report.claim_verdicts(recs, n_samples=N_SAMPLES)
@@ -192,8 +193,8 @@ def test_a_row_whose_seeds_disagree_fails_and_names_them() -> None:
     )
     verdicts, _ = report.claim_verdicts(recs, n_samples=N_SAMPLES)
     pair = by_name(verdicts, "admin-36-6", "post-36-6")
-    assert pair["verdict"] == "does not hold" and "on 1 of 2 seeds" in pair["why"]
-    assert by_name(verdicts, "deepnorm-36-6", "post-36-6")["verdict"] == "holds"
+    assert pair["verdict"] == "inconclusive" and "on 1 of 2 seeds" in pair["why"]
+    assert by_name(verdicts, "deepnorm-36-6", "post-36-6")["verdict"] == "reproduces"
     table = {
         line.split(" | ")[0].strip("| "): line.split(" | ")
         for line in report.results_table(rows).splitlines()
@@ -221,10 +222,12 @@ def test_the_table_at_a_glance_has_a_line_per_claim(records: dict) -> None:
         f"| 3 vs 3 | {trio['delta']:+.2f} ({trio['ci95'][0]:+.2f} … {trio['ci95'][1]:+.2f}) | +2.50 |"
         in admin
     )
-    assert f"(Holm p {trio['p_holm']:.2g})" in admin
+    import claims_plot
+
+    assert claims_plot.holm_note(trio) in admin
     assert "| Default diverges (60L-12L) |" in cells["admin-18-6 vs post-18-6"]
     collapse = cells["deep-decoder-6-12-plain vs pre-6-6"]
-    assert "| src 0.20 vs 2.60 nats |" in collapse and "**holds**" in collapse and "Holm" not in collapse
+    assert "| src 0.20 vs 2.60 nats |" in collapse and "**reproduces**" in collapse and "Holm" not in collapse
     assert (
         "| — | — |" in cells["admin-36-6 vs post-36-6"]
         and "cannot be tested yet" in cells["admin-36-6 vs post-36-6"]
@@ -246,7 +249,7 @@ def test_the_deeper_decoder_runs_only_where_its_plain_twin_collapses(tmp_path: P
     assert ("deep-decoder-6-24", 1) not in study.plan(a)
     verdicts, _ = report.claim_verdicts(recs, n_samples=N_SAMPLES)
     twin = by_name(verdicts, "deep-decoder-6-24", "deep-decoder-6-24-plain")
-    assert twin["verdict"] == "cannot be tested at this scale" and "is not run" in twin["why"]
+    assert twin["verdict"] == "not applicable" and "is not run" in twin["why"]
     no_collapse = by_name(verdicts, "deep-decoder-6-24-plain", "pre-6-6")
     assert no_collapse["verdict"] == "cannot be tested at this scale"
     assert "at 24 decoder layers" in no_collapse["why"]
@@ -258,7 +261,7 @@ def test_the_deeper_decoder_runs_only_where_its_plain_twin_collapses(tmp_path: P
     first = len(depth_rows.FIRST_PASS)
     assert planned[: first + 1] == [*((n, 1) for n in depth_rows.FIRST_PASS), ("deep-decoder-6-24", 1)]
     verdicts, _ = report.claim_verdicts(recs, n_samples=N_SAMPLES)
-    assert by_name(verdicts, "deep-decoder-6-24-plain", "pre-6-6")["verdict"] == "holds"
+    assert by_name(verdicts, "deep-decoder-6-24-plain", "pre-6-6")["verdict"] == "reproduces"
     assert (
         by_name(verdicts, "deep-decoder-6-24", "deep-decoder-6-24-plain")["verdict"] == "cannot be tested yet"
     )
@@ -279,15 +282,18 @@ def test_the_dsinit_dropout_control_changes_only_the_dropouts(tmp_path: Path, mo
     assert study._recipe("dsinit-matt-18-6", args(epochs=5))[1]["dropout"] == 0.3  # what the control changes
     assert pricing.cost_class("dsinit-matt-18-6-low-dropout") == pricing.cost_class("dsinit-matt-18-6")
     planned = study.plan(args(epochs=5))
-    assert [run for run in planned if run[1] == 1][-1] == ("dsinit-matt-18-6-low-dropout", 1)
+    assert [run for run in planned if run[1] == 1 and run[0] not in depth_rows.CONTROLS][-1] == (
+        "dsinit-matt-18-6-low-dropout",
+        1,
+    )
     recs = {
         "post-6-6": [record("post-6-6", 1, 0.3)],
         "dsinit-matt-18-6": [record("dsinit-matt-18-6", 1, 0.45)],
         "dsinit-matt-18-6-low-dropout": [record("dsinit-matt-18-6-low-dropout", 1, 0.2)],
     }
     verdicts, _ = report.claim_verdicts(recs, n_samples=N_SAMPLES)
-    assert by_name(verdicts, "dsinit-matt-18-6", "post-6-6")["verdict"] == "does not hold"
-    assert by_name(verdicts, "dsinit-matt-18-6-low-dropout", "post-6-6")["verdict"] == "holds"
+    assert by_name(verdicts, "dsinit-matt-18-6", "post-6-6")["verdict"] == "contradicts"
+    assert by_name(verdicts, "dsinit-matt-18-6-low-dropout", "post-6-6")["verdict"] == "reproduces"
 
 
 def test_the_admin_lr_control_runs_only_where_admin_36_6_fails(tmp_path: Path, monkeypatch) -> None:
@@ -311,21 +317,21 @@ def test_the_admin_lr_control_runs_only_where_admin_36_6_fails(tmp_path: Path, m
     assert ("admin-36-6-low-lr", 1) not in study.plan(a)
     verdicts, _ = report.claim_verdicts(recs, n_samples=N_SAMPLES)
     skipped = by_name(verdicts, "admin-36-6-low-lr", "post-6-6")
-    assert skipped["verdict"] == "cannot be tested at this scale"
-    assert "admin-36-6 does not fail (it reads the source: src 2.40 nats)" in skipped["why"]
+    assert skipped["verdict"] == "not applicable"
+    assert "admin-36-6 does not collapse (it reads the source: src 2.40 nats)" in skipped["why"]
 
     recs["admin-36-6"] = [record("admin-36-6", 1, 0.6, src=0.1)]
     write_records(recs, a)
     planned = study.plan(a)
-    seed_1 = [n for n, s in planned if s == 1]
+    seed_1 = [n for n, s in planned if s == 1 and n not in depth_rows.CONTROLS]
     assert seed_1[: len(depth_rows.FIRST_PASS)] == list(depth_rows.FIRST_PASS)
     assert seed_1[-len(depth_rows.LATER) - 1 :] == [*depth_rows.LATER, "admin-36-6-low-lr"]
     assert ("admin-36-6-low-lr", depth_rows.SECOND_SEED) in planned
     assert "the rest (36-6 and the controls, seed 1) 2 of 5" in pricing.progress(planned, recs, [])
     recs["admin-36-6-low-lr"] = [record("admin-36-6-low-lr", 1, 0.2, src=2.5)]
     verdicts, _ = report.claim_verdicts(recs, n_samples=N_SAMPLES)
-    assert by_name(verdicts, "admin-36-6", "post-36-6")["verdict"] == "does not hold"
-    assert by_name(verdicts, "admin-36-6-low-lr", "post-6-6")["verdict"] == "holds"
+    assert by_name(verdicts, "admin-36-6", "post-36-6")["verdict"] == "contradicts"
+    assert by_name(verdicts, "admin-36-6-low-lr", "post-6-6")["verdict"] == "reproduces"
 
 
 def test_the_lr_controls_counterfactual_runs_only_where_the_control_trains(
@@ -357,7 +363,7 @@ def test_the_lr_controls_counterfactual_runs_only_where_the_control_trains(
     recs["admin-36-6-low-lr"] = [record("admin-36-6-low-lr", 1, 0.2, src=2.5)]
     write_records(recs, a)
     planned = study.plan(a)
-    seed_1 = [n for n, s in planned if s == 1]
+    seed_1 = [n for n, s in planned if s == 1 and n not in depth_rows.CONTROLS]
     assert seed_1[-3:] == [depth_rows.LATER[-1], "admin-36-6-low-lr", "post-36-6-low-lr"]
     assert ("post-36-6-low-lr", depth_rows.SECOND_SEED) in planned
     assert "the rest (36-6 and the controls, seed 1) 3 of 6" in pricing.progress(planned, recs, [])
@@ -366,7 +372,7 @@ def test_the_lr_controls_counterfactual_runs_only_where_the_control_trains(
     recs["post-36-6-low-lr"] = [record("post-36-6-low-lr", 1, 0.6, src=0.1)]
     verdicts, _ = report.claim_verdicts(recs, n_samples=N_SAMPLES)
     pair = by_name(verdicts, "admin-36-6-low-lr", "post-36-6-low-lr")
-    assert pair["verdict"] == "holds" and pair["why"].startswith("the counterfactual fails")
+    assert pair["verdict"] == "reproduces" and pair["why"].startswith("the counterfactual fails")
 
     del recs["post-36-6-low-lr"]
     recs["admin-36-6-low-lr"] = [record("admin-36-6-low-lr", 1, 0.6, src=0.1)]
@@ -374,7 +380,7 @@ def test_the_lr_controls_counterfactual_runs_only_where_the_control_trains(
     assert ("post-36-6-low-lr", 1) not in study.plan(a)
     verdicts, _ = report.claim_verdicts(recs, n_samples=N_SAMPLES)
     pair = by_name(verdicts, "admin-36-6-low-lr", "post-36-6-low-lr")
-    assert pair["verdict"] == "does not hold"
+    assert pair["verdict"] == "contradicts"
     assert "the claimed row fails: admin-36-6-low-lr barely reads the source" in pair["why"]
     assert "post-36-6-low-lr is not run" in pair["why"]
 
@@ -427,8 +433,11 @@ def test_every_row_gets_a_second_seed_last_cheapest_first(tmp_path: Path, monkey
     assert len(planned) == len(set(planned))
     first_seed_2 = next(i for i, (n, s) in enumerate(planned) if s == 2 and n not in depth_rows.HEADLINE)
     assert all(s == 1 for _, s in planned[first_seed_2 - len(depth_rows.LATER) : first_seed_2])
-    second = [n for n, s in planned[first_seed_2:]]
-    assert set(second) == {n for n, s in planned if s == 1} - set(depth_rows.HEADLINE)
+    second = [n for n, s in planned[first_seed_2:] if n not in depth_rows.CONTROLS]
+    assert planned[-2:] == [(n, s) for n in depth_rows.CONTROLS for s in depth_rows.CONTROL_SEEDS]
+    assert set(second) == {n for n, s in planned if s == 1} - set(depth_rows.HEADLINE) - set(
+        depth_rows.CONTROLS
+    )
     assert second[0] == "deep-decoder-6-12-plain" and second[-1] == "deep-decoder-6-12"
     assert (
         second.index("deepnorm-18-6") < second.index("deep-decoder-6-24-plain") < second.index("admin-36-6")
@@ -470,17 +479,17 @@ def test_shared_layers_close_rule() -> None:
         "shared-18-6": [record("shared-18-6", 1, 0.25, parameters=500_000)],
     }
     close = by_name(report.claim_verdicts(recs, n_samples=N_SAMPLES)[0], "shared-18-6", "unshared-18-6")
-    assert close["verdict"] == "holds" and "parameters 50% of unshared-18-6's" in close["why"]
+    assert close["verdict"] == "reproduces" and "parameters 50% of unshared-18-6's" in close["why"]
     recs["shared-18-6"] = [record("shared-18-6", 1, 0.28, parameters=500_000)]
     undecided = by_name(report.claim_verdicts(recs, n_samples=N_SAMPLES)[0], "shared-18-6", "unshared-18-6")
     low = undecided["test"]["ci95"][0]
-    assert undecided["verdict"] == "cannot be tested at this scale" and low < -1
+    assert undecided["verdict"] == "inconclusive" and low < -1
     # the Δ this CI's width would need: its lower end at −1 BLEU
     needed = undecided["test"]["delta"] - low - 1
     assert f"needs Δ above {needed:+.2f}" in undecided["why"] and "120 test sentences" in undecided["why"]
     recs["shared-18-6"] = [record("shared-18-6", s, 0.45) for s in (3, 4)]
     far = by_name(report.claim_verdicts(recs, n_samples=N_SAMPLES)[0], "shared-18-6", "unshared-18-6")
-    assert far["verdict"] == "does not hold"
+    assert far["verdict"] == "contradicts"
 
 
 def test_slope_and_the_flat_rule() -> None:
@@ -688,8 +697,8 @@ def test_a_run_diverged_before_its_first_checkpoint_is_finished(tmp_path: Path, 
     verdicts, tests = report.claim_verdicts(recs, n_samples=N_SAMPLES)
     assert {(t["system"], t["baseline"]) for t in tests} == {("admin-18-6", "post-6-6")}
     admin = by_name(verdicts, "admin-18-6", "post-18-6")
-    assert admin["verdict"] == "holds" and "counterfactual fails" in admin["why"]
-    assert by_name(verdicts, "post-18-6", "post-6-6")["verdict"] == "holds"
+    assert admin["verdict"] == "reproduces" and "counterfactual fails" in admin["why"]
+    assert by_name(verdicts, "post-18-6", "post-6-6")["verdict"] == "reproduces"
     markdown, _ = report.build_report(recs, args(), [], n_samples=N_SAMPLES)
     assert "| post-18-6 | admin | 0.00 | 1 |" in markdown and "diverged (1/1)" in markdown
 
@@ -882,3 +891,90 @@ def test_the_paper_curves_panel_each_paper_with_the_rows_its_claims_compare(
     assert drawn["dlcl"] == {"post-18-6": drawn["admin"]["post-18-6"]}
     assert drawn["admin"]["admin-18-6"] == [20.0 + e for e in range(1, 6)]  # seeds 1-3: 11, 21, 31 at epoch 1
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+# ------------------------------------------------------------------------------------------------ issue #50
+def _test(delta: float, low: float, high: float, p_holm: float, detectable: float = 1.5) -> dict:
+    return {"delta": delta, "ci95": [low, high], "p_holm": p_holm, "detectable": detectable}
+
+
+def test_the_verdict_is_three_way_against_the_papers_delta() -> None:
+    """Issue #50 item 1: today's rule tests against zero ('does not hold' for both 'worse' and 'no difference');
+    the new one places the paper's Δ: inside a CI that excludes 0 reproduces, outside contradicts, both inside is
+    inconclusive."""
+    claim = next(c for c in depth_claims.CLAIMS if (c.system, c.baseline) == ("dlcl-18-6", "pre-18-6"))
+    assert report.against_paper(claim, _test(-0.25, -0.99, 0.44, 1.0))[0] == "inconclusive"  # +0.2 inside
+    admin = next(c for c in depth_claims.CLAIMS if (c.system, c.baseline) == ("admin-18-6", "post-6-6"))
+    word, why = report.against_paper(admin, _test(0.26, -0.53, 1.10, 1.0))  # +2.5 outside
+    assert word == "contradicts" and "size is not reproduced" in why
+    assert report.against_paper(admin, _test(2.3, 1.5, 3.1, 0.001))[0] == "reproduces"
+    assert report.against_paper(admin, _test(-3.0, -3.9, -2.1, 0.001))[0] == "contradicts"
+
+
+def test_a_rescue_whose_collapse_did_not_occur_is_not_applicable() -> None:
+    """Issue #50 item 2: CAD + CRT's +28.5 rescues a collapsed decoder; where the plain 6-12 reads the source the
+    claim is not applicable (today: 'does not hold'), and the verdict reports what remains and its CPU cost."""
+    recs = {
+        "pre-6-6": [record("pre-6-6", s, 0.3, src=2.6) for s in (1, 2)],
+        "deep-decoder-6-12-plain": [record("deep-decoder-6-12-plain", s, 0.3, src=2.5) for s in (1, 2)],
+        "deep-decoder-6-12": [record("deep-decoder-6-12", s, 0.33, src=2.4) for s in (1, 2)],
+    }
+    verdicts, _ = report.claim_verdicts(recs, n_samples=N_SAMPLES)
+    rescue = by_name(verdicts, "deep-decoder-6-12", "deep-decoder-6-12-plain")
+    assert rescue["verdict"] == "not applicable"
+    assert (
+        "never collapsed" in rescue["why"]
+        and "what remains" in rescue["why"]
+        and "× the CPU" in rescue["why"]
+    )
+
+
+def test_the_detectable_delta_is_computed_and_named() -> None:
+    """Issue #50 item 1: with ~1000 sentences and Holm over 21 comparisons about 1.5 BLEU at 80% power; a paper's
+    Δ below a comparison's detectable Δ is said so in its verdict (today's report has no such number)."""
+    from deep_nmt_hf.significance import detectable_delta
+
+    assert detectable_delta(0.39, 0.05, 21, 0.8) == pytest.approx(1.51, abs=0.01)
+    assert detectable_delta(0.39, 0.05, 1, 0.8) < detectable_delta(0.39, 0.05, 21, 0.8)
+    recs = {
+        "pre-6-6": [record("pre-6-6", s, 0.3) for s in (1, 2)],
+        "post-18-6": [record("post-18-6", s, 0.3) for s in (1, 2)],
+        "pre-18-6": [record("pre-18-6", s, 0.3) for s in (3, 4)],
+        "dlcl-18-6": [record("dlcl-18-6", s, 0.3) for s in (5, 6)],
+    }
+    verdicts, tests = report.claim_verdicts(recs, n_samples=N_SAMPLES)
+    dlcl = by_name(verdicts, "dlcl-18-6", "pre-18-6")
+    assert dlcl["detectable"] == pytest.approx(
+        detectable_delta(dlcl["test"]["se"], depth_claims.ALPHA, len(tests), depth_claims.POWER)
+    )
+    assert dlcl["detectable"] > 0.2 and "below what this comparison can detect" in dlcl["why"]
+    assert "| detectable Δ |" in report.glance_table(verdicts)
+    confounded = by_name(verdicts, "pre-18-6", "pre-6-6")
+    assert "2× lr" in confounded["why"] and "control pre-6-6-lr2e-3 pending" in confounded["why"]
+
+
+def test_the_seed_variance_is_unbiased_and_leaves_a_split_row_undecided() -> None:
+    """Issue #50 item 5: resampling 2 seeds with replacement halves their variance, so today's bootstrap puts
+    ADMIN 36-6 (seeds 2.4 and 29.4) significantly below post-6-6; with the unbiased seed variance (t, df ≈ 1) the
+    interval holds 0, and since its seeds disagree the failure rule does not decide it: inconclusive."""
+    from deep_nmt_hf.significance import seed_and_sentence_test, seeded_paired_bootstrap
+
+    base = [record("post-6-6", s, 0.3)["test"]["averaged"]["bleu_statistics"] for s in (1, 2, 3)]
+    split = [record("admin-36-6", 1, 0.95)["test"]["averaged"]["bleu_statistics"], base[0]]
+    old = seeded_paired_bootstrap(base, split, n_samples=N_SAMPLES)
+    new = seed_and_sentence_test(base, split, n_samples=N_SAMPLES)
+    assert new["ci95"][0] < 0 < new["ci95"][1] and new["df"] < 2
+    assert new["ci95"][1] - new["ci95"][0] > 3 * (old["ci95"][1] - old["ci95"][0])
+    bleu = [
+        [bleu_from_statistics([sum(c) for c in zip(*r, strict=True)]) for r in runs] for runs in (split, base)
+    ]
+    unbiased = sum(statistics.variance(b) / len(b) for b in bleu)  # s²/n a side, not s²(n−1)/n²
+    assert new["seed_se"] ** 2 == pytest.approx(unbiased)
+    recs = {
+        "post-6-6": [record("post-6-6", s, 0.3, src=2.5) for s in (1, 2, 3)],
+        "admin-36-6": [record("admin-36-6", 1, 0.95, src=0.1), record("admin-36-6", 2, 0.3, src=2.5)],
+    }
+    verdicts, _ = report.claim_verdicts(recs, n_samples=N_SAMPLES)
+    pair = by_name(verdicts, "admin-36-6", "post-6-6")
+    assert pair["verdict"] == "inconclusive" and "the failure rule does not decide it" in pair["why"]
+    assert "inverse-sqrt" in pair["why"]  # item 7: the schedule difference is in the row
