@@ -354,7 +354,7 @@ def train_model(name: str, seed: int, args: argparse.Namespace) -> None:
         logging_steps=25,
         logging_nan_inf_filter=False,
         report_to="none",
-        use_cpu=True,
+        use_cpu=not torch.cuda.is_available(),  # the same command trains on a GPU where one is visible
         seed=seed,
         disable_tqdm=True,
         dataloader_num_workers=0,
