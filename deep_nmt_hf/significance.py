@@ -101,13 +101,7 @@ def seeded_paired_bootstrap(
     Returns {"delta", "p_value", "ci95", "baseline_bleu", "system_bleu" (means over runs), "baseline_runs",
     "system_runs", "sentences", "n_samples", "seed"}.
     """
-    base, sys_ = _as_runs(baseline, "baseline"), _as_runs(system, "system")
-    sentences = base.shape[1]
-    if sys_.shape[1] != sentences or sentences == 0:
-        raise ValueError(
-            f"baseline runs have {base.shape[1]} sentences and system runs {sys_.shape[1]}: every run must hold "
-            "the statistics of the same (non-empty) test set"
-        )
+    base, sys_, sentences = _paired_runs(baseline, system)
     if n_samples < 1:
         raise ValueError(f"n_samples={n_samples} must be >= 1")
     base_bleu = bleu_from_statistics(base.sum(axis=1))  # (runs,)
@@ -115,11 +109,7 @@ def seeded_paired_bootstrap(
     observed = float(sys_bleu.mean() - base_bleu.mean())
 
     rng = np.random.default_rng(seed)
-    draws = rng.choice(sentences, size=(n_samples, sentences), replace=True)  # as sacreBLEU draws them
-    # how often each sentence is drawn in each resample: the resampled sums are then one matrix product per run
-    counts = np.bincount(
-        (draws + sentences * np.arange(n_samples)[:, None]).ravel(), minlength=n_samples * sentences
-    ).reshape(n_samples, sentences)
+    counts = _draw_counts(rng, n_samples, sentences)
 
     def resampled_mean(runs: np.ndarray) -> np.ndarray:
         sums = np.einsum("ij,rjk->irk", counts, runs, optimize=True)  # (samples, runs, statistics)
@@ -245,13 +235,7 @@ def seed_and_sentence_test(
 
     Returns the keys of `seeded_paired_bootstrap` ("ci95" is the `confidence` interval) and "se", "sentence_se",
     "seed_se", "df", "single_run", "method"."""
-    base, sys_ = _as_runs(baseline, "baseline"), _as_runs(system, "system")
-    sentences = base.shape[1]
-    if sys_.shape[1] != sentences or sentences == 0:
-        raise ValueError(
-            f"baseline runs have {base.shape[1]} sentences and system runs {sys_.shape[1]}: every run must hold "
-            "the statistics of the same (non-empty) test set"
-        )
+    base, sys_, sentences = _paired_runs(baseline, system)
     if n_samples < 2:
         raise ValueError(f"n_samples={n_samples} must be >= 2")
     base_bleu = bleu_from_statistics(base.sum(axis=1))
@@ -259,10 +243,7 @@ def seed_and_sentence_test(
     observed = float(sys_bleu.mean() - base_bleu.mean())
 
     rng = np.random.default_rng(seed)
-    draws = rng.choice(sentences, size=(n_samples, sentences), replace=True)
-    counts = np.bincount(
-        (draws + sentences * np.arange(n_samples)[:, None]).ravel(), minlength=n_samples * sentences
-    ).reshape(n_samples, sentences)
+    counts = _draw_counts(rng, n_samples, sentences)
 
     def mean_over_runs(runs: np.ndarray) -> np.ndarray:
         return bleu_from_statistics(np.einsum("ij,rjk->irk", counts, runs, optimize=True)).mean(axis=1)
@@ -311,3 +292,25 @@ def detectable_delta(se: float, alpha: float = 0.05, comparisons: int = 1, power
         raise ValueError(f"se={se}, comparisons={comparisons}, alpha={alpha}, power={power}")
     normal = NormalDist()
     return (normal.inv_cdf(1 - alpha / (2 * comparisons)) + normal.inv_cdf(power)) * se
+
+
+def _paired_runs(baseline: Any, system: Any) -> tuple[np.ndarray, np.ndarray, int]:
+    """Both systems' runs as (runs, sentences, statistics) arrays and the sentence count; ValueError unless every
+    run holds the statistics of the same non-empty test set."""
+    base, sys_ = _as_runs(baseline, "baseline"), _as_runs(system, "system")
+    sentences = base.shape[1]
+    if sys_.shape[1] != sentences or sentences == 0:
+        raise ValueError(
+            f"baseline runs have {base.shape[1]} sentences and system runs {sys_.shape[1]}: every run must hold "
+            "the statistics of the same (non-empty) test set"
+        )
+    return base, sys_, sentences
+
+
+def _draw_counts(rng: np.random.Generator, n_samples: int, sentences: int) -> np.ndarray:
+    """How often each sentence is drawn in each of `n_samples` resamples (drawn as sacreBLEU draws them): the
+    resampled sums are then one matrix product per run."""
+    draws = rng.choice(sentences, size=(n_samples, sentences), replace=True)
+    return np.bincount(
+        (draws + sentences * np.arange(n_samples)[:, None]).ravel(), minlength=n_samples * sentences
+    ).reshape(n_samples, sentences)
