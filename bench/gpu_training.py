@@ -408,11 +408,9 @@ class Results:
         """Measure one row (`fn`'s fields merged in), recording an error or a budget skip instead of raising."""
         for field in ROW_FIELDS.get(section, ()):
             row.setdefault(field, None)
-        if fn is None:
-            pass
-        elif self.over_budget():
+        if fn is not None and self.over_budget():
             row["status"] = f"skipped: over the --budget-s {self.args.budget_s} s"
-        else:
+        elif fn is not None:
             started = time.perf_counter()
             try:
                 row.update(fn())

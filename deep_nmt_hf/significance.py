@@ -125,13 +125,7 @@ def seeded_paired_bootstrap(
         "delta": observed,
         "p_value": (1 + extreme) / (1 + n_samples),
         "ci95": [float(low), float(high)],
-        "baseline_bleu": float(base_bleu.mean()),
-        "system_bleu": float(sys_bleu.mean()),
-        "baseline_runs": int(base.shape[0]),
-        "system_runs": int(sys_.shape[0]),
-        "sentences": int(sentences),
-        "n_samples": int(n_samples),
-        "seed": seed,
+        **_run_summary(base, sys_, base_bleu, sys_bleu, n_samples, seed),
     }
 
 
@@ -268,13 +262,7 @@ def seed_and_sentence_test(
         "delta": observed,
         "p_value": p_value,
         "ci95": [observed - quantile * se, observed + quantile * se],
-        "baseline_bleu": float(base_bleu.mean()),
-        "system_bleu": float(sys_bleu.mean()),
-        "baseline_runs": int(base.shape[0]),
-        "system_runs": int(sys_.shape[0]),
-        "sentences": int(sentences),
-        "n_samples": int(n_samples),
-        "seed": seed,
+        **_run_summary(base, sys_, base_bleu, sys_bleu, n_samples, seed),
         "se": se,
         "sentence_se": math.sqrt(sentence_var),
         "seed_se": math.sqrt(seed_var),
@@ -314,3 +302,18 @@ def _draw_counts(rng: np.random.Generator, n_samples: int, sentences: int) -> np
     return np.bincount(
         (draws + sentences * np.arange(n_samples)[:, None]).ravel(), minlength=n_samples * sentences
     ).reshape(n_samples, sentences)
+
+
+def _run_summary(
+    base: np.ndarray, sys_: np.ndarray, base_bleu: np.ndarray, sys_bleu: np.ndarray, n_samples: int, seed: Any
+) -> dict[str, Any]:
+    """The fields both paired tests report beside their delta, p and interval: mean BLEU and run counts."""
+    return {
+        "baseline_bleu": float(base_bleu.mean()),
+        "system_bleu": float(sys_bleu.mean()),
+        "baseline_runs": int(base.shape[0]),
+        "system_runs": int(sys_.shape[0]),
+        "sentences": int(base.shape[1]),
+        "n_samples": int(n_samples),
+        "seed": seed,
+    }
