@@ -326,15 +326,30 @@ def cuda_timing(args: argparse.Namespace) -> dict[str, Any]:
     if args.profile:
         from torch.profiler import ProfilerActivity, profile
 
-        kernels = {}
+        kernels, top = {}, {}
         for side, (model, optimizer) in sides.items():
             with profile(activities=[ProfilerActivity.CUDA]) as prof:
                 train_step(model, optimizer, batch, bf16=True)
                 torch.cuda.synchronize()
             events = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
             kernels[side] = len(events)
+            top[side] = kernel_time_by_name(events)
         result["cuda_kernels_per_step"] = kernels
+        result["cuda_kernel_ms_by_name"] = top
     return result
+
+
+def kernel_time_by_name(events: list, keep: int = 15) -> list[list]:
+    """[name (first 80 characters), calls, total device ms] of the kernels taking the most device time in one step:
+    where DLCL's extra time goes, side by side with pre-LN's."""
+    totals: dict[str, list[float]] = defaultdict(lambda: [0, 0.0])
+    for event in events:
+        spent = event.time_range.elapsed_us()  # a device event's own span
+        entry = totals[event.name[:80]]
+        entry[0] += 1
+        entry[1] += spent / 1000
+    ranked = sorted(totals.items(), key=lambda item: -item[1][1])[:keep]
+    return [[name, int(calls), round(ms, 3)] for name, (calls, ms) in ranked]
 
 
 def markdown(result: dict[str, Any], args: argparse.Namespace) -> str:
@@ -365,6 +380,9 @@ def markdown(result: dict[str, Any], args: argparse.Namespace) -> str:
         ]
         if "cuda_kernels_per_step" in c:
             lines += ["", f"CUDA kernels per step: {c['cuda_kernels_per_step']}"]
+        for side, rows in c.get("cuda_kernel_ms_by_name", {}).items():
+            lines += ["", f"Kernels taking the most device time in one step, {side}:", ""]
+            lines += [markdown_table(["kernel", "calls", "ms"], rows)]
     if "counts" in result:
         c = result["counts"]
         tokens = c["target_tokens"]

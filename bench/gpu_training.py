@@ -531,29 +531,28 @@ def train_rows(results: Results, corpus: dict, args: argparse.Namespace, device:
 
 
 class TimingCallback:
-    """Wall time at every optimizer step's end (one device sync after the warm-up steps, none per step)."""
+    """Wall time at every optimizer step's end: one device sync after the warm-up steps and one after the last step,
+    none between them. The last step's end is taken before the Trainer's end-of-training checkpoint, which is not a
+    step's cost (the first GPU run counted it, and read 3× the raw loop)."""
 
     def __new__(cls, *args: Any, **kwargs: Any) -> Any:
         from transformers import TrainerCallback
 
         class _Timing(TrainerCallback):
-            def __init__(self, warmup: int, device: torch.device) -> None:
-                self.warmup, self.device = warmup, device
+            def __init__(
+                self, warmup: int, device: torch.device, clock: Callable[[], float] = time.perf_counter
+            ) -> None:
+                self.warmup, self.device, self.clock = warmup, device, clock
                 self.begin = None
                 self.ends: list[float] = []
-                self.train_end = None
 
             def on_train_begin(self, *a: Any, **k: Any) -> None:
-                self.begin = time.perf_counter()
+                self.begin = self.clock()
 
             def on_step_end(self, args: Any, state: Any, control: Any, **k: Any) -> None:
-                if state.global_step == self.warmup:
+                if state.global_step in (self.warmup, state.max_steps):
                     sync(self.device)
-                self.ends.append(time.perf_counter())
-
-            def on_train_end(self, *a: Any, **k: Any) -> None:
-                sync(self.device)
-                self.train_end = time.perf_counter()
+                self.ends.append(self.clock())
 
         return _Timing(*args, **kwargs)
 
@@ -633,6 +632,27 @@ def make_trainer(
     )
 
 
+def timed_trainer_steps(
+    name: str, corpus: dict, args: argparse.Namespace, device: torch.device, precision: str,
+    callbacks: list | None = None, clock: Callable[[], float] = time.perf_counter,
+) -> tuple[float, list[float]]:  # fmt: skip
+    """`deep-nmt train`'s steady seconds per step (the steps after the warm-up, up to the last step's end: the
+    end-of-training checkpoint is left out) and the first steps' seconds."""
+    with tempfile.TemporaryDirectory() as staging:
+        timing = TimingCallback(args.warmup, device, clock)
+        trainer = make_trainer(
+            name, corpus, args, device, precision, args.warmup + args.steps, Path(staging),
+            callbacks=[timing, *(callbacks or [])],
+        )  # fmt: skip
+        trainer.train()
+    ends = timing.ends
+    steady = (ends[-1] - ends[args.warmup - 1]) / args.steps
+    first = [ends[0] - timing.begin] + [b - a for a, b in zip(ends, ends[1:], strict=False)][
+        : args.warmup + 2
+    ]
+    return steady, first
+
+
 def trainer_rows(results: Results, corpus: dict, args: argparse.Namespace, device: torch.device) -> None:
     batches = device_batches(corpus, args, device, args.warmup + args.steps)
     for name in args.trainer_variants:
@@ -640,20 +660,7 @@ def trainer_rows(results: Results, corpus: dict, args: argparse.Namespace, devic
             row = {"model": name, "precision": precision, "max_tokens": args.max_tokens}
 
             def measure(name: str = name, precision: str = precision) -> dict:
-                total = args.warmup + args.steps
-                with tempfile.TemporaryDirectory() as staging:
-                    timing = TimingCallback(args.warmup, device)
-                    trainer = make_trainer(
-                        name, corpus, args, device, precision, total, Path(staging), callbacks=[timing]
-                    )
-                    trainer.train()
-                ends = [
-                    timing.train_end if i == len(timing.ends) - 1 else t for i, t in enumerate(timing.ends)
-                ]
-                steady = (ends[-1] - ends[args.warmup - 1]) / args.steps
-                first = [ends[0] - timing.begin] + [b - a for a, b in zip(ends, ends[1:], strict=False)][
-                    : args.warmup + 2
-                ]
+                steady, first = timed_trainer_steps(name, corpus, args, device, precision)
                 raw = raw_stepper(build_model(name, args).to(device).train(), device, precision)
                 raw_out = time_steps(raw, batches, args.warmup, args.steps, device)
                 tokens = sum(int(b["_target_tokens"]) for b in batches[args.warmup :]) / args.steps

@@ -131,6 +131,31 @@ def test_trainer_step_reads_nothing_back_from_the_device_between_logging_steps()
     assert {"nll_loss", "ddr_loss", "ald_loss"} <= set(logged), logged
 
 
+def test_trainer_rows_leave_the_end_of_training_checkpoint_out_of_the_step_time():
+    """The first H200 run read `deep-nmt train` at 3× the raw loop: the clock's last step ended after the
+    Trainer's end-of-training checkpoint. A fake clock that jumps by 1000 s when the checkpoint is saved must
+    not reach the steady step time."""
+    from transformers import TrainerCallback
+
+    now = [0.0]
+
+    def clock():
+        now[0] += 0.01
+        return now[0]
+
+    class SlowSave(TrainerCallback):
+        def on_save(self, a, state, control, **k):
+            now[0] += 1000.0
+
+    args = quick_args(steps="2", warmup="1")
+    corpus = gpu_training.synthetic_corpus(200, args.vocab)
+    steady, first = gpu_training.timed_trainer_steps(
+        "base-6-6", corpus, args, torch.device("cpu"), "fp32", callbacks=[SlowSave()], clock=clock
+    )
+    assert 0 < steady < 1, steady
+    assert len(first) == 3 and max(first) < 1, first
+
+
 def test_quick_bench_writes_every_row_with_its_fields(tmp_path):
     out = tmp_path / "smoke"
     command = [sys.executable, str(REPO / "bench" / "gpu_training.py"), "--quick", "--out", str(out)]
