@@ -953,6 +953,35 @@ def test_the_detectable_delta_is_computed_and_named() -> None:
     assert "2× lr" in confounded["why"] and "control pre-6-6-lr2e-3 pending" in confounded["why"]
 
 
+def test_a_measured_control_is_named_in_the_confounded_row_which_counts_once_through_it() -> None:
+    """Issue #50 item 3: pre-LN 18-6's gain over pre-LN 6-6 came with a 2× lr; once the control (pre-LN 6-6 at the
+    deep row's lr) is measured and erases the gain, the confounded row says so, and the count takes the claim
+    once, through its control (the old report said "controlled by the claim" and counted both lines)."""
+    recs = {
+        "pre-6-6": [record("pre-6-6", s, 0.45) for s in (1, 2, 3)],
+        "pre-18-6": [record("pre-18-6", s, 0.2) for s in (4, 5, 6)],
+        "pre-6-6-lr2e-3": [record("pre-6-6-lr2e-3", s, 0.2) for s in (7, 8)],
+    }
+    verdicts, tests = report.claim_verdicts(recs, n_samples=N_SAMPLES)
+    confounded = by_name(verdicts, "pre-18-6", "pre-6-6")
+    control = by_name(verdicts, "pre-18-6", "pre-6-6-lr2e-3")
+    assert confounded["test"]["p_holm"] < 0.05 and control["test"]["ci95"][0] < 0 < control["test"]["ci95"][1]
+    delta = f"Δ {control['test']['delta']:+.2f}"
+    assert delta in confounded["why"] and control["verdict"] in confounded["confound"]
+    assert "does not survive the control" in confounded["why"]
+    assert confounded["controlled_by"] == "pre-18-6 vs pre-6-6-lr2e-3"
+    summary = report.glance_summary(verdicts, tests)
+    assert "pre-18-6 vs pre-6-6 is confounded and counts once, through its control" in summary
+    counted = summary.split("Counted so: ")[1].split(" (of")[0]
+    total = sum(int(part.split(" ")[0]) for part in counted.split(", "))
+    grouped = {v["group"] for v in verdicts if v.get("group")}
+    assert total == len(verdicts) - 1 - sum(
+        len([v for v in verdicts if v.get("group") == g])
+        - len({v["verdict"] for v in verdicts if v.get("group") == g})
+        for g in grouped
+    )
+
+
 def test_the_seed_variance_is_unbiased_and_leaves_a_split_row_undecided() -> None:
     """Issue #50 item 5: resampling 2 seeds with replacement halves their variance, so today's bootstrap puts
     ADMIN 36-6 (seeds 2.4 and 29.4) significantly below post-6-6; with the unbiased seed variance (t, df ≈ 1) the
