@@ -1,7 +1,7 @@
 """The one build step pyproject.toml cannot declare: the model-card templates ship inside the package (issue #49).
 
 The templates stay in the repository's top-level ``model_cards/`` (one copy in git, beside the code that reads
-them); building a wheel copies that folder to ``deep_nmt_hf/model_cards/``, where ``deep_nmt_hf.hub.card_dir()``
+them); building a wheel copies that folder to ``deep_nmt_hf/model_cards/``, where ``deep_nmt_hf.publish.hub.card_dir()``
 looks first. An editable install reads the repository's folder. All metadata lives in pyproject.toml; MANIFEST.in
 puts ``model_cards/`` in the sdist, so a wheel built from the sdist carries it too (.ci/wheel_check).
 """

@@ -139,13 +139,17 @@ def bench_graph(tree: Path) -> dict[str, set[str]]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--tree", type=Path, default=Path(__file__).resolve().parents[1])
     args = parser.parse_args()
     known = modules(args.tree)
     graph = {name: imports(name, path, known) for name, path in known.items()}
     folders = collections.Counter(
-        "/".join(path.relative_to(args.tree).parent.parts) for path in known.values() if path.name != "__init__.py"
+        "/".join(path.relative_to(args.tree).parent.parts)
+        for path in known.values()
+        if path.name != "__init__.py"
     )
     print("modules per folder:", ", ".join(f"{f} {n}" for f, n in sorted(folders.items())))
     upward = [
@@ -159,7 +163,9 @@ def main() -> None:
     for component in found:
         print("  " + " <-> ".join(component))
     bench = bench_graph(args.tree)
-    runnable = [n for n in bench if "." not in n and "__main__" in (args.tree / "bench" / f"{n}.py").read_text()]
+    runnable = [
+        n for n in bench if "." not in n and "__main__" in (args.tree / "bench" / f"{n}.py").read_text()
+    ]
     print(f"bench: {len(runnable)} runnable scripts at the top, {len(bench) - len(runnable)} other modules")
     found = cycles(bench)
     print(f"bench import cycles: {len(found)} ({sum(map(len, found))} modules)")

@@ -14,7 +14,7 @@ import torch
 from common import markdown_table, write_results
 
 from deep_nmt_hf import AdminConfig, AdminForConditionalGeneration
-from deep_nmt_hf.admin import admin_profile
+from deep_nmt_hf.training.admin_profiling import admin_profile
 
 VOCAB, PAD, EOS = 400, 399, 0
 

@@ -143,8 +143,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parse_args(argv)
     import torch
 
-    from deep_nmt_hf.synthetic import demo_splits
-    from deep_nmt_hf.tokenization import train_tokenizer
+    from deep_nmt_hf.data.synthetic import demo_splits
+    from deep_nmt_hf.data.tokenization import train_tokenizer
 
     torch.set_num_threads(1)
     torch.manual_seed(args.seed)

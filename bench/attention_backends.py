@@ -166,7 +166,7 @@ def make_clock(device: torch.device, threads: int) -> tuple[Callable[[], float],
 
 def multi30k_batch(args: argparse.Namespace) -> tuple[dict[str, int], dict[str, torch.Tensor], str]:
     """Special ids, one tokenized batch of Multi30k test pairs (labels -100 on padding) and its description."""
-    from deep_nmt_hf.tokenization import special_token_ids
+    from deep_nmt_hf.data.tokenization import special_token_ids
 
     tokenizer = multi30k_tokenizer(8000)
     pairs = multi30k_pairs("test_2016_flickr")
@@ -212,7 +212,7 @@ def build_models(
     from transformers import MarianMTModel
 
     from deep_nmt_hf import AdminConfig, AdminForConditionalGeneration, DeepNMTConfig
-    from deep_nmt_hf.folding import stock_config
+    from deep_nmt_hf.publish.folding import stock_config
 
     fields = dict(ids, d_model=args.d_model, encoder_ffn_dim=args.ffn, decoder_ffn_dim=args.ffn)
     fields |= dict(encoder_attention_heads=args.heads, decoder_attention_heads=args.heads)

@@ -179,7 +179,7 @@ def multi30k_tokenizer(vocab_size: int = 8000):
     """The joint BPE tokenizer of Multi30k train (en+de), trained once and cached in bench/.cache."""
     from transformers import AutoTokenizer
 
-    from deep_nmt_hf.tokenization import train_tokenizer
+    from deep_nmt_hf.data.tokenization import train_tokenizer
 
     path = CACHE / f"multi30k-bpe{vocab_size}"
     if (path / "tokenizer.json").exists():
@@ -234,9 +234,9 @@ def study_trainer(
     `callbacks` (ω profiled on the first training batch). `kwargs` go to the trainer (eval set, max_tokens, ...)."""
     from transformers import DataCollatorForSeq2Seq, MarianMTModel
 
-    from deep_nmt_hf.admin import AdminProfilingCallback
-    from deep_nmt_hf.collapse_losses import token_cross_entropy
+    from deep_nmt_hf.model.collapse_losses import token_cross_entropy
     from deep_nmt_hf.training import DeepNMTTrainer
+    from deep_nmt_hf.training.admin_profiling import AdminProfilingCallback
 
     if getattr(model.config, "residual_scaling", None) == "admin":
         callbacks = [*callbacks, AdminProfilingCallback(seed=seed)]

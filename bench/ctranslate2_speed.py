@@ -2,7 +2,7 @@
 
 Model: a post-LN deep_nmt_hf model (default 6-6 layers, d_model 256, 4 heads, FFN 1024, joint BPE 8000 of
 Multi30k train), randomly initialised or briefly trained on Multi30k en->de (--train-steps Adam steps), folded into
-MarianMTModel and exported with deep_nmt_hf.export.export_ctranslate2 (float32 and int8).
+MarianMTModel and exported with deep_nmt_hf.publish.export.export_ctranslate2 (float32 and int8).
 
 Decoding is the same search on all three sides: beam 4, length penalty 1, stop once 4 hypotheses are finished
 (HF early_stopping=True = CT2 patience=1), batches of --batch-size sentences sorted by source length (the same
@@ -264,8 +264,8 @@ def main(argv: list[str] | None = None) -> int:
     import sacrebleu
     from transformers import AutoModelForSeq2SeqLM
 
-    from deep_nmt_hf.export import export_ctranslate2
-    from deep_nmt_hf.folding import fold_directory
+    from deep_nmt_hf.publish.export import export_ctranslate2
+    from deep_nmt_hf.publish.folding import fold_directory
 
     args = parse_args(argv)
     torch.set_num_threads(args.threads)

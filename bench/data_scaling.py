@@ -1,6 +1,6 @@
 """Memory and start-up time of the data path as the corpus grows (0.25M, 1M, 4M pairs; issue #16).
 
-Corpora come from the project's synthetic generator (`deep_nmt_hf.synthetic.iter_pairs`), written with the
+Corpora come from the project's synthetic generator (`deep_nmt_hf.data.synthetic.iter_pairs`), written with the
 streaming writer `write_parallel_dir` (the largest is generated once; smaller ones are its prefixes, read line
 by line). For each size, every measurement runs in a fresh child process (this script with ``--child``),
 which reports its wall time and its peak RSS (``VmHWM`` of /proc/self/status; worker processes of
@@ -95,7 +95,7 @@ def child(out: Path, kind: str, argv: list[str]) -> None:
         from transformers import AutoTokenizer
 
         from deep_nmt_hf.data import read_parallel_dir
-        from deep_nmt_hf.preprocessing import tokenize_cached
+        from deep_nmt_hf.data.preprocessing import tokenize_cached
 
         data_dir, cache_dir, tokenizer_dir, out_cache, num_proc = argv
         dataset = read_parallel_dir(data_dir, "train", SRC, TGT, cache_dir=cache_dir)
@@ -130,7 +130,7 @@ def _run_child(out: Path, kind: str, argv: list[str]) -> dict[str, Any]:
 # ------------------------------------------------------------------------------------------------- corpora
 def _corpus(work: Path, size: int, largest: int) -> Path:
     from deep_nmt_hf.data import write_parallel_dir
-    from deep_nmt_hf.synthetic import iter_pairs
+    from deep_nmt_hf.data.synthetic import iter_pairs
 
     directory = work / "corpora" / str(size)
     if (directory / f"train.{SRC}").is_file() and (directory / f"train.{TGT}").is_file():

@@ -85,7 +85,7 @@ def build_models(args: argparse.Namespace, tokenizer: Any) -> dict[str, Any]:
     import torch
 
     from deep_nmt_hf import DeepNMTConfig, DeepNMTForConditionalGeneration
-    from deep_nmt_hf.generation_settings import translation_generation_config
+    from deep_nmt_hf.training.generation_settings import translation_generation_config
 
     models = {}
     for side in SIDES:

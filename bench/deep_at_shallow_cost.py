@@ -8,7 +8,7 @@ weights.
   * ct2 marian 6-6: the same model in CTranslate2 int8 (the two runtimes' speed ratio at equal work);
   * ct2 admin 60-12 (AdminConfig's default shape, its "60L-12L" preset) and ct2 admin 36-6 (--deep): ADMIN with
     ω profiled on 8 sentence pairs (admin_profile, the paper's procedure), folded into MarianMTModel
-    (deep_nmt_hf.folding, checked numerically) and exported to CTranslate2 int8 (deep_nmt_hf.export).
+    (deep_nmt_hf.publish.folding, checked numerically) and exported to CTranslate2 int8 (deep_nmt_hf.publish.export).
 CTranslate2 picks its CPU instruction set itself (CT2_VERBOSE=1 logs it); every CT2 side runs once with that
 choice ("auto") and once per --force-isa (CT2_FORCE_CPU_ISA). The variable is read at process start, so each ISA's
 CT2 sides live in their own child process, which loads its models once, decodes on request and reports the CPU
@@ -115,8 +115,8 @@ def source_pairs(count: int) -> tuple[Any, list[tuple[str, str]], str]:
     if (shared_dir() / "data" / "multi30k").is_dir():
         pairs = multi30k_pairs("test_2016_flickr", limit=count)
         return multi30k_tokenizer(8000), pairs, "Multi30k test_2016_flickr (en-de)"
-    from deep_nmt_hf.synthetic import generate_pairs
-    from deep_nmt_hf.tokenization import train_tokenizer
+    from deep_nmt_hf.data.synthetic import generate_pairs
+    from deep_nmt_hf.data.tokenization import train_tokenizer
 
     corpus = generate_pairs(5000, seed=0)
     tokenizer = train_tokenizer([text for pair in corpus for text in pair], vocab_size=8000)
@@ -130,10 +130,10 @@ def build_sides(
     from transformers import MarianMTModel
 
     from deep_nmt_hf import AdminConfig, AdminForConditionalGeneration, DeepNMTConfig
-    from deep_nmt_hf.admin import admin_profile
-    from deep_nmt_hf.export import export_ctranslate2
-    from deep_nmt_hf.folding import fold_to_stock, stock_config
+    from deep_nmt_hf.publish.export import export_ctranslate2
+    from deep_nmt_hf.publish.folding import fold_to_stock, stock_config
     from deep_nmt_hf.training import build_config
+    from deep_nmt_hf.training.admin_profiling import admin_profile
 
     width = dict(d_model=args.d_model, encoder_ffn_dim=args.ffn, decoder_ffn_dim=args.ffn)
     width |= dict(encoder_attention_heads=args.heads, decoder_attention_heads=args.heads)

@@ -364,7 +364,7 @@ RULES = (
     "models' test BLEU, mean over seeds, system − baseline: the 95% interval is Δ ± t × se, se² = the sentence "
     f"variance (a paired bootstrap over the test sentences, {N_SAMPLES} resamples, every run kept) + the seed "
     "variance (unbiased: s²/n of each row's runs), with Welch–Satterthwaite degrees of freedom "
-    "(deep_nmt_hf.significance.seed_and_sentence_test); p is two-sided from the same t, and all comparisons of "
+    "(deep_nmt_hf.science.significance.seed_and_sentence_test); p is two-sided from the same t, and all comparisons of "
     f"this report are Holm-corrected together: significant means Holm p < {ALPHA:g}. "
     "Each claim is tested against **the paper's Δ**, not against zero: **reproduces** when the paper's Δ lies "
     "inside the 95% interval and the difference is significant in the paper's direction; **contradicts** when "

@@ -7,7 +7,7 @@ a control at a lower peak lr: `IF_FAILS`, and where that control trains, default
 as a control, DS-Init + MAtt with the paper's 6-layer dropouts); a plain pre-LN 6-12 decoder against the one
 with CAD + DDR + ALD, and a plain 6-24 (the 6-24 with CAD + DDR + ALD runs only if the plain one collapses:
 `IF_FAILS`); the shared-layers model against the unshared one with as many layer applications; the 6-6 models
-and stock MarianMTModel 6-6. Each row trains with its paper's recipe (deep_nmt_hf.recipes: optimizer, β's, ε,
+and stock MarianMTModel 6-6. Each row trains with its paper's recipe (deep_nmt_hf.science.recipes: optimizer, β's, ε,
 clipping, dropouts, label smoothing, embedding sharing, beam, length penalty, averaging).
 
 What is scaled to Multi30k (the same rule for every row):
@@ -111,7 +111,7 @@ from machine_speed import (
 )
 from quality_multi30k import model_from_fields
 
-from deep_nmt_hf.atomic import atomic_write
+from deep_nmt_hf.data.atomic import atomic_write
 
 # outside the work tree, so that a study spans sittings on the same machine: epoch checkpoints and saved models
 STUDY_CACHE = Path(os.environ.get("DEEP_NMT_BENCH_CACHE", Path.home() / ".cache" / "deep_nmt_bench"))
@@ -144,7 +144,7 @@ def _read_json(path: Path, default: Any = None) -> Any:
 def _recipe(name: str, args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any]]:
     """(training options, config fields) of the row's recipe with the row's overrides; the recipe's warmup
     scaled by `--warmup-scale` (the papers' warmups are for WMT-size runs of 100k+ updates)."""
-    from deep_nmt_hf.recipes import recipe_config, recipe_options
+    from deep_nmt_hf.science.recipes import recipe_config, recipe_options
 
     row = MODELS[name]
     options = {k: v for k, v in recipe_options(row.recipe).items() if k in RECIPE_OPTIONS}
@@ -247,10 +247,10 @@ def train_model(name: str, seed: int, args: argparse.Namespace) -> None:
     import torch
     from transformers import Seq2SeqTrainingArguments, TrainerCallback, set_seed
 
-    from deep_nmt_hf.length_penalty import set_length_penalty
-    from deep_nmt_hf.optimizers import optimizer_cls_and_kwargs
     from deep_nmt_hf.training import DivergenceCallback, nmt_recipe, tokenize_dataset, translate
+    from deep_nmt_hf.training.length_penalty import set_length_penalty
     from deep_nmt_hf.training.metrics import compute_translation_metrics
+    from deep_nmt_hf.training.optimizers import optimizer_cls_and_kwargs
 
     torch.set_num_threads(1)
     here = run_dir(name, seed, args)
@@ -407,9 +407,9 @@ def finish(
     with `test` and `nll` null."""
     import torch
 
-    from deep_nmt_hf.averaging import average_weights
-    from deep_nmt_hf.significance import bleu_statistics
+    from deep_nmt_hf.science.significance import bleu_statistics
     from deep_nmt_hf.training import translate
+    from deep_nmt_hf.training.averaging import average_weights
     from deep_nmt_hf.training.metrics import compute_translation_metrics
 
     here = run_dir(name, seed, args)
@@ -843,9 +843,9 @@ def rescore_run(name: str, seed: int, setting: dict[str, Any], args: argparse.Na
     import torch
     from study_weights import load_weights, tokenizer_digest
 
-    from deep_nmt_hf.length_penalty import set_length_penalty
-    from deep_nmt_hf.significance import bleu_from_statistics, bleu_statistics
+    from deep_nmt_hf.science.significance import bleu_from_statistics, bleu_statistics
     from deep_nmt_hf.training import translate
+    from deep_nmt_hf.training.length_penalty import set_length_penalty
 
     record = _read_json(record_path(name, seed, args))
     scored = record["test"]["averaged"]

@@ -63,7 +63,7 @@ from depth_pricing import (
 from machine_speed import reference_cpu_s, reference_rate
 from paper_curves import paper_curves, paper_rows, per_epoch
 
-from deep_nmt_hf.significance import detectable_delta, holm, seed_and_sentence_test
+from deep_nmt_hf.science.significance import detectable_delta, holm, seed_and_sentence_test
 
 SLOPE_EPOCHS = 3  # the valid-loss slope is fitted over the last this many epochs
 FLAT = 0.005  # nats per epoch: |slope| below it is "flat"
@@ -327,7 +327,7 @@ def run_comparisons(
     args: argparse.Namespace | None = None,
 ) -> list[dict[str, Any]]:
     """Every comparison the claims make whose two rows both have test statistics
-    (deep_nmt_hf.significance.seed_and_sentence_test: sentences and seeds, the seeds' variance unbiased), then
+    (deep_nmt_hf.science.significance.seed_and_sentence_test: sentences and seeds, the seeds' variance unbiased), then
     Holm's correction across all of them together, and each one's detectable Δ. With `args`, a pair whose rows
     decode differently also gets "decoded_alike": the same comparison under each row's decode setting where
     `--rescore` has decoded it (else "decode_settings" names the difference)."""
@@ -808,7 +808,7 @@ def settings_markdown(
     if s.get("patience"):
         stopping = f"stopped after {s['patience']} epochs without a better validation loss"
     text = (
-        f"Every row trains {s['epochs']} epochs with its paper's recipe (deep_nmt_hf.recipes): the recipe's warmup "
+        f"Every row trains {s['epochs']} epochs with its paper's recipe (deep_nmt_hf.science.recipes): the recipe's warmup "
         f"× {s['warmup_scale']:g}, then the learning rate decays {s['schedule']}ly to 0 at the last epoch "
         f"(fairseq's polynomial_decay with power 1 for linear), so every run ends annealed; "
         f"{stopping}. "

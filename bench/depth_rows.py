@@ -22,7 +22,7 @@ NO_CRT = {"cross_attention_drop_layers": 0, "ddr_loss_weight": 0.0, "ald_loss_we
 
 @dataclass(frozen=True)
 class Row:
-    """One row of the study: `variant` with `recipe` (deep_nmt_hf.recipes), `fields` on top of the recipe's config
+    """One row of the study: `variant` with `recipe` (deep_nmt_hf.science.recipes), `fields` on top of the recipe's config
     fields, `options` on top of its training options (with the source of each override), measured against
     `baseline` (None: a reference row)."""
 

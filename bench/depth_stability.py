@@ -22,7 +22,7 @@ the depth effect the papers describe at a size two shared CPU cores can afford:
 Every training run uses the same Multi30k train batches in the same order (length-bucketed, then shuffled once with
 a fixed seed), dropout 0.1, Adam(β = 0.9, 0.98), linear warmup then inverse-sqrt decay, no gradient clipping; model
 seed 0 for every learning rate, so the learning rate is the only thing that changes along a row. ADMIN models are
-profiled (deep_nmt_hf.admin.admin_profile) on the first train batch. "Trains" means: every loss and gradient
+profiled (deep_nmt_hf.training.admin_profiling.admin_profile) on the first train batch. "Trains" means: every loss and gradient
 finite, no divergence, and the mean of the last 10 losses at least `margin` nats below the first loss. This is a
 measurement instrument, not the library's training pipeline. Jobs go to a pool of worker processes (one torch
 thread each).
@@ -135,7 +135,7 @@ def _init_worker(data_spec: dict[str, Any]) -> None:
 def load_data(spec: dict[str, Any]) -> dict[str, Any]:
     """Train batches (first `train_batches * batch_size` Multi30k train pairs, bucketed by length, shuffled once),
     paper-width train batches (same pairs, `paper_batch_size`), and one eval batch (first `eval_pairs` val pairs)."""
-    from deep_nmt_hf.tokenization import special_token_ids
+    from deep_nmt_hf.data.tokenization import special_token_ids
 
     tokenizer = multi30k_tokenizer(spec["vocab_size"])
     pairs = multi30k_pairs("train", limit=spec["train_batches"] * spec["batch_size"])
@@ -157,7 +157,7 @@ def build_model(spec: dict[str, Any]):
     import torch
 
     import deep_nmt_hf
-    from deep_nmt_hf.admin import admin_profile
+    from deep_nmt_hf.training.admin_profiling import admin_profile
 
     width = spec["width"]
     class_name, overrides = METHODS[spec["method"]]

@@ -76,7 +76,7 @@ def check_run(name: str, seed: int, args: argparse.Namespace) -> dict[str, Any]:
     import torch
     from study_weights import load_weights, tokenizer_digest
 
-    from deep_nmt_hf.significance import bleu_from_statistics, bleu_statistics
+    from deep_nmt_hf.science.significance import bleu_from_statistics, bleu_statistics
     from deep_nmt_hf.training import translate
 
     record = study._read_json(study.record_path(name, seed, args))

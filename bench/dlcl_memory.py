@@ -10,7 +10,7 @@ same seed and batch, on three sides:
 - `dlcl`: DLCL as the library computes it now.
 
 Memory: the bytes of the distinct tensors one training forward pass saves for backward
-(`deep_nmt_hf.activation_memory.saved_activation_bytes`: storages counted once, parameters left out),
+(`deep_nmt_hf.training.activation_memory.saved_activation_bytes`: storages counted once, parameters left out),
 deterministic, without and with gradient checkpointing. Time: forward + backward of one batch, sides interleaved
 (A B C A B C ...) per depth, one untimed warm-up round, median of `--repeats` rounds of process CPU time with one
 torch thread (CPU time is what a shared machine disturbs least). The batch is random token ids of a fixed shape:
@@ -93,7 +93,7 @@ def step(model, batch: dict) -> None:
 
 
 def saved_mib(model, batch: dict, checkpointing: bool) -> float:
-    from deep_nmt_hf.activation_memory import saved_activation_bytes
+    from deep_nmt_hf.training.activation_memory import saved_activation_bytes
 
     if checkpointing:
         model.gradient_checkpointing_enable()

@@ -267,7 +267,7 @@ def raw_stepper(
     model: torch.nn.Module, device: torch.device, precision: str
 ) -> Callable[[dict], torch.Tensor]:
     """forward + backward + clip 1.0 + the optimizer `deep-nmt train` builds (Adam, lr 5e-4, β 0.9/0.98)."""
-    from deep_nmt_hf.optimizers import optimizer_cls_and_kwargs
+    from deep_nmt_hf.training.optimizers import optimizer_cls_and_kwargs
 
     cls, kwargs = optimizer_cls_and_kwargs("adam", 5e-4)
     parameters = [p for p in model.parameters() if p.requires_grad]
@@ -339,7 +339,7 @@ def device_batches(
 ) -> list:
     """`count` token-budget batches as the training pipeline makes them (sampler + collator), on the device;
     each carries its target-token count under ``_target_tokens`` (stripped before the model sees it)."""
-    from deep_nmt_hf.batching import TokenBudgetBatchSampler
+    from deep_nmt_hf.data.batching import TokenBudgetBatchSampler
     from deep_nmt_hf.training.loader import training_collator
 
     pad = bench_pad(args, device) if pad is None else pad
@@ -595,10 +595,10 @@ def make_trainer(
     `old` builds the pre-#48 pipeline (LegacyTrainer, exact-length padding, no workers)."""
     import datasets
 
-    from deep_nmt_hf.optimizers import optimizer_cls_and_kwargs
     from deep_nmt_hf.training import DeepNMTTrainer, TrainingOptions
     from deep_nmt_hf.training.arguments import training_arguments, training_callbacks
     from deep_nmt_hf.training.loader import training_collator
+    from deep_nmt_hf.training.optimizers import optimizer_cls_and_kwargs
 
     options = TrainingOptions(
         output_dir=str(staging), data_source=str(staging), src_lang="en", tgt_lang="de", max_steps=steps,
@@ -683,7 +683,7 @@ def trainer_rows(results: Results, corpus: dict, args: argparse.Namespace, devic
 
 
 def generate_rows(results: Results, corpus: dict, args: argparse.Namespace, device: torch.device) -> None:
-    from deep_nmt_hf.caches import StaticCacheNotSupported
+    from deep_nmt_hf.model.caches import StaticCacheNotSupported
 
     sources = corpus["input_ids"][: args.generate_batch]
     longest = max(len(s) for s in sources)
@@ -727,7 +727,7 @@ def generate_rows(results: Results, corpus: dict, args: argparse.Namespace, devi
 
 def split_section(results: Results, corpus: dict, args: argparse.Namespace, device: torch.device) -> None:
     """The host work of a `deep-nmt train` step, old pipeline against new, measured side by side."""
-    from deep_nmt_hf.batching import TokenBudgetBatchSampler
+    from deep_nmt_hf.data.batching import TokenBudgetBatchSampler
     from deep_nmt_hf.training.loader import training_collator
 
     split: dict[str, Any] = {"model": args.split_variant, "max_tokens": args.max_tokens, "precision": "fp32"}

@@ -12,7 +12,7 @@ schedule and the same label-smoothed loss (collapse_losses.token_cross_entropy, 
   marian             stock MarianMTModel (its own N(0, 0.02) init)
   ours-xavier        our post-LN model as the quality bench builds it (the default: fairseq's init)
   ours-xavier-gain1  the same, q/k/v re-drawn with Glorot gain 1 (our default before issue #14)
-  ours-normal        the same model with init_method="normal" (deep_nmt_hf.initialization: every linear and
+  ours-normal        the same model with init_method="normal" (deep_nmt_hf.model.initialization: every linear and
                      embedding weight from N(0, init_std = 0.02), biases and the padding row zero)
   ours-xavier-emb0.02  ours-xavier with only the word embeddings re-drawn from N(0, 0.02)
   ours-normal-embfs    ours-normal with only the word embeddings re-drawn from fairseq's N(0, d^-1/2)
@@ -60,7 +60,7 @@ def redraw_embeddings(model: torch.nn.Module, std: float) -> None:
 
 def train_losses(model: torch.nn.Module, batches: list[dict], args: argparse.Namespace) -> list[float]:
     """Adam (0.9, 0.98), linear warmup then constant lr, clipping 1.0; the label-smoothed loss per step."""
-    from deep_nmt_hf.collapse_losses import token_cross_entropy
+    from deep_nmt_hf.model.collapse_losses import token_cross_entropy
 
     optimizer = torch.optim.Adam(model.parameters(), lr=args.learning_rate, betas=(0.9, 0.98))
     losses = []

@@ -124,7 +124,7 @@ def machine_probe(cache: Path) -> float:
         return float(saved["probe_ms"])
     probe = round(probe_ms(), 1)
     if here is not None:
-        from deep_nmt_hf.atomic import atomic_write
+        from deep_nmt_hf.data.atomic import atomic_write
 
         path.parent.mkdir(parents=True, exist_ok=True)
         with atomic_write(path) as handle:

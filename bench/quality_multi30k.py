@@ -97,9 +97,9 @@ def model_from_fields(variant: str, fields: dict[str, Any], tokenizer, d_model: 
     from transformers import MarianMTModel
 
     from deep_nmt_hf import VARIANTS
-    from deep_nmt_hf.folding import stock_config
-    from deep_nmt_hf.generation_settings import translation_generation_config
+    from deep_nmt_hf.publish.folding import stock_config
     from deep_nmt_hf.training import build_config, resolve_variant
+    from deep_nmt_hf.training.generation_settings import translation_generation_config
 
     fields = {**width_fields(d_model), **fields}
     lengths = {"max_source_length": max_length, "max_target_length": max_length}

@@ -122,7 +122,7 @@ def memory_run(args: argparse.Namespace, depth: int, checkpointing: bool) -> dic
 
 
 def plot(x: list, series: dict[str, list[float]], xlabel: str, ylabel: str, title: str, path: Path) -> None:
-    from deep_nmt_hf.plots import _pyplot
+    from deep_nmt_hf.science.plots import _pyplot
 
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(5, 3.5))

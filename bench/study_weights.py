@@ -44,7 +44,7 @@ def save_weights(model: Any, path: str | os.PathLike[str], tokenizer_sha256: str
     import torch
     from safetensors.torch import save_model
 
-    from deep_nmt_hf.atomic import atomic_path
+    from deep_nmt_hf.data.atomic import atomic_path
 
     path = Path(path)
     metadata = {

@@ -92,9 +92,9 @@ def build(name: str, tokenizer, shape: dict[str, Any]):
     from transformers import MarianMTModel
 
     from deep_nmt_hf import VARIANTS
-    from deep_nmt_hf.folding import stock_config
-    from deep_nmt_hf.generation_settings import translation_generation_config
+    from deep_nmt_hf.publish.folding import stock_config
     from deep_nmt_hf.training import build_config, resolve_variant
+    from deep_nmt_hf.training.generation_settings import translation_generation_config
 
     variant, extra = MODELS[name]
     fields = {"d_model": shape["d_model"], "encoder_ffn_dim": shape["ffn"], "decoder_ffn_dim": shape["ffn"]}

@@ -14,7 +14,7 @@ run and runs it only for a command that executes (`deep_nmt_hf.cli.common.comple
 
 from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM
 
-from .configuration_deep_nmt import (
+from .model.configuration_deep_nmt import (
     AdminConfig,
     DeepDecoderConfig,
     DeepNMTConfig,
@@ -23,7 +23,7 @@ from .configuration_deep_nmt import (
     DSInitMAttConfig,
     SharedLayersConfig,
 )
-from .modeling_deep_nmt import (
+from .model.modeling_deep_nmt import (
     AdminForConditionalGeneration,
     AdminModel,
     DeepDecoderForConditionalGeneration,
@@ -40,7 +40,7 @@ from .modeling_deep_nmt import (
     SharedLayersForConditionalGeneration,
     SharedLayersModel,
 )
-from .translation_pipeline import TranslationPipeline, register_translation_pipeline
+from .model.translation_pipeline import TranslationPipeline, register_translation_pipeline
 
 __version__ = "0.1.0"
 

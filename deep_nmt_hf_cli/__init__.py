@@ -17,7 +17,7 @@ import sys
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `deep-nmt` console script; returns the exit code (a rank of a `torchrun` /
-    `accelerate launch` run instead ends its process here: `deep_nmt_hf.distributed.exit_if_a_rank`)."""
+    `accelerate launch` run instead ends its process here: `deep_nmt_hf.training.distributed.exit_if_a_rank`)."""
     if "deep_nmt_hf" not in sys.modules:
         spec = importlib.util.find_spec("deep_nmt_hf")
         if spec is None or spec.loader is None:
@@ -28,7 +28,7 @@ def main(argv: list[str] | None = None) -> int:
     from deep_nmt_hf.cli import main as cli_main
 
     code = cli_main(argv)
-    distributed = sys.modules.get("deep_nmt_hf.distributed")  # imported by every command that ran
+    distributed = sys.modules.get("deep_nmt_hf.training.distributed")  # imported by every command that ran
     if distributed is not None:
         distributed.exit_if_a_rank(code)
     return code

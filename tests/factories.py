@@ -8,7 +8,7 @@ import torch
 
 import deep_nmt_hf
 from deep_nmt_hf import DeepNMTConfig, DeepNMTForConditionalGeneration
-from deep_nmt_hf.transformers_compat import cache_of
+from deep_nmt_hf.model.transformers_compat import cache_of
 
 VOCAB = 48
 PAD = VOCAB - 1
@@ -138,7 +138,7 @@ def counting_task_model(variant: str, seed: int = 0, steps: int = 40, **override
 
 def randomise_omegas(model, generator: torch.Generator, low: float = 0.3, high: float = 4.0) -> None:
     """Set every ADMIN ω of `model` uniformly in [low, high)."""
-    from deep_nmt_hf.residual import AdminOmega
+    from deep_nmt_hf.model.residual import AdminOmega
 
     with torch.no_grad():
         for module in model.modules():

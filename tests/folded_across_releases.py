@@ -44,7 +44,7 @@ def write(directory: Path) -> None:
     import transformers
     from factories import counting_task_model, padded_batch, randomise_omegas
 
-    from deep_nmt_hf.folding import fold_to_stock
+    from deep_nmt_hf.publish.folding import fold_to_stock
 
     model = counting_task_model("admin", admin_omega="trainable")
     randomise_omegas(model, torch.Generator().manual_seed(7), low=0.5, high=2.5)

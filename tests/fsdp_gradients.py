@@ -12,9 +12,9 @@ import json
 import torch
 
 from deep_nmt_hf import VARIANTS
-from deep_nmt_hf.distributed import end_process_group, exit_if_a_rank
-from deep_nmt_hf.sharding import shard_model
 from deep_nmt_hf.training import resolve_variant
+from deep_nmt_hf.training.distributed import end_process_group, exit_if_a_rank
+from deep_nmt_hf.training.sharding import shard_model
 
 
 def main() -> None:

@@ -1,5 +1,5 @@
 """Worker for tests/test_distributed.py: one rank of a 2-process gloo group that ends while a gloo worker thread
-still has to free a finished collective (the hazard `deep_nmt_hf.distributed.exit_if_a_rank` avoids).
+still has to free a finished collective (the hazard `deep_nmt_hf.training.distributed.exit_if_a_rank` avoids).
 
 ``python gloo_exit_race.py RANK STORE_FILE MODE``. Rank 1 starts an async all-gather and drops its tensors and
 handle, so the gloo worker thread holds their last reference; rank 0 joins 0.3 s later (and ends with nothing
@@ -31,7 +31,7 @@ atexit.register(_hold_the_gil)
 
 import torch  # noqa: E402
 
-from deep_nmt_hf.distributed import exit_if_a_rank  # noqa: E402
+from deep_nmt_hf.training.distributed import exit_if_a_rank  # noqa: E402
 
 
 def main(rank: int, store_file: str, mode: str) -> None:

@@ -6,7 +6,7 @@ import socket
 from pathlib import Path
 
 from deep_nmt_hf.data import write_parallel_dir
-from deep_nmt_hf.synthetic import SRC_LANG, TGT_LANG, demo_splits
+from deep_nmt_hf.data.synthetic import SRC_LANG, TGT_LANG, demo_splits
 
 STEPS = 4
 

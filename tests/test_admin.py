@@ -13,7 +13,8 @@ from launching import free_port
 from transformers import AutoModelForSeq2SeqLM
 
 from deep_nmt_hf import AdminConfig, AdminForConditionalGeneration
-from deep_nmt_hf.admin import (
+from deep_nmt_hf.model.residual import AdminOmega, DeepNormAlpha, analytic_omega, deepnorm_constants
+from deep_nmt_hf.training.admin_profiling import (
     AdminProfilingCallback,
     admin_profile,
     broadcast_omegas,
@@ -21,7 +22,6 @@ from deep_nmt_hf.admin import (
     omega_recursion,
     warn_if_omega_below_one,
 )
-from deep_nmt_hf.residual import AdminOmega, DeepNormAlpha, analytic_omega, deepnorm_constants
 
 
 def assert_omegas_close(a: dict[str, list[float]], b: dict[str, list[float]], rel: float = 1e-6) -> None:
@@ -92,13 +92,13 @@ def test_profiling_is_deterministic_and_omega_grows_with_depth() -> None:
 def test_profiling_warns_when_a_small_init_keeps_omega_below_one(caplog: pytest.LogCaptureFixture) -> None:
     """N(0, 0.02) embeddings and branches profile to ω < 1 (flat in depth): a warning names the init;
     fairseq's init profiles to ω ≥ 1 silently."""
-    with caplog.at_level("WARNING", logger="deep_nmt_hf.admin"):
+    with caplog.at_level("WARNING", logger="deep_nmt_hf.training.admin_profiling"):
         fairseq = admin_profile(
             tiny_model(seed=3, residual_scaling="admin", encoder_layers=6), profiling_batch()
         )
     assert min(fairseq["encoder"]) >= 1.0 and not caplog.records
     normal = tiny_model(seed=3, residual_scaling="admin", encoder_layers=6, init_method="normal")
-    with caplog.at_level("WARNING", logger="deep_nmt_hf.admin"):
+    with caplog.at_level("WARNING", logger="deep_nmt_hf.training.admin_profiling"):
         omegas = admin_profile(normal, profiling_batch())
     assert min(omegas["encoder"]) < 1.0
     assert "init_method='normal'" in caplog.text and "ω below 1" in caplog.text
@@ -227,7 +227,7 @@ def test_default_profiling_counts_every_position_as_the_authors_code() -> None:
 def test_callback_profiles_one_token_budget_batch(tmp_path) -> None:
     """With max_tokens the profiling batch is the first batch of a TokenBudgetBatchSampler of that budget (the
     authors' one batch of 8k tokens), whatever the Trainer's batch size."""
-    from deep_nmt_hf.batching import TokenBudgetBatchSampler, dataset_lengths
+    from deep_nmt_hf.data.batching import TokenBudgetBatchSampler, dataset_lengths
 
     rows = _rows(0)
     callback = AdminProfilingCallback(seed=5, max_tokens=40)

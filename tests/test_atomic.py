@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from deep_nmt_hf.atomic import atomic_directory, atomic_path, atomic_write
 from deep_nmt_hf.data import write_jsonl, write_parallel_dir
+from deep_nmt_hf.data.atomic import atomic_directory, atomic_path, atomic_write
 
 
 @pytest.fixture

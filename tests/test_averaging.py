@@ -9,8 +9,8 @@ import torch
 from factories import tiny_model
 from transformers import AutoModelForSeq2SeqLM
 
-from deep_nmt_hf.averaging import AveragingError, average_checkpoints, find_checkpoints
 from deep_nmt_hf.cli import main
+from deep_nmt_hf.training.averaging import AveragingError, average_checkpoints, find_checkpoints
 
 
 @pytest.fixture

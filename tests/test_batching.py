@@ -9,7 +9,7 @@ import torch
 from factories import EOS, PAD, VOCAB, tiny_model
 from transformers import Seq2SeqTrainingArguments
 
-from deep_nmt_hf.batching import LengthGroupedSampler, TokenBudgetBatchSampler, dataset_lengths
+from deep_nmt_hf.data.batching import LengthGroupedSampler, TokenBudgetBatchSampler, dataset_lengths
 from deep_nmt_hf.training import DeepNMTTrainer
 
 
@@ -113,8 +113,8 @@ def test_dataset_lengths_from_arrow_columns_and_from_a_selection() -> None:
 
 def test_dataset_lengths_of_a_preprocessed_split_come_from_its_length_columns(tmp_path) -> None:
     """The cached splits of the data path carry src_len / tgt_len: the sampler reads those, not token lists."""
-    from deep_nmt_hf.synthetic import SRC_LANG, TGT_LANG, generate_pairs
-    from deep_nmt_hf.tokenization import train_tokenizer
+    from deep_nmt_hf.data.synthetic import SRC_LANG, TGT_LANG, generate_pairs
+    from deep_nmt_hf.data.tokenization import train_tokenizer
     from deep_nmt_hf.training import tokenize_dataset
 
     pairs = generate_pairs(200, seed=3)

@@ -15,7 +15,7 @@ from factories import SAVED_MODEL_FILES
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
 from deep_nmt_hf.cli import CHOICE_FLAGS, build_parser, main
-from deep_nmt_hf.synthetic import SRC_LANG, TGT_LANG
+from deep_nmt_hf.data.synthetic import SRC_LANG, TGT_LANG
 from deep_nmt_hf.training import translate
 
 SUBCOMMANDS = ("train", "evaluate", "translate", "demo")
@@ -284,7 +284,7 @@ def test_train_cli_end_to_end(demo_dir: Path, tmp_path: Path, capsys: pytest.Cap
     assert record["valid_split"] == "valid" and record["bleu_signature"].startswith("nrefs:1|")
     assert record["num_sentences"] == 3  # only the first 3 of the 10 validation sentences were scored
     assert record["split_sentences"] == 10
-    from deep_nmt_hf.hub import render_model_card
+    from deep_nmt_hf.publish.hub import render_model_card
 
     assert "| valid | 3 (the first, of 10) |" in str(render_model_card(out))  # the card says it is partial
     config = json.loads((out / "config.json").read_text())

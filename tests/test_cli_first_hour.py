@@ -17,7 +17,7 @@ from factories import tiny_model
 from fresh_process import run_without_package
 
 from deep_nmt_hf.cli import build_parser, common, main
-from deep_nmt_hf.tokenization import save_tokenizer, train_tokenizer
+from deep_nmt_hf.data.tokenization import save_tokenizer, train_tokenizer
 
 ROOT = Path(__file__).resolve().parents[1]
 LAUNCH = "import sys; from deep_nmt_hf_cli import main; code = main(sys.argv[1:]); print('heavy:', 'torch' in sys.modules); raise SystemExit(code)"

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import deep_nmt_hf
 from deep_nmt_hf.cli.names import CHOICE_VALUES, MODEL_TYPE_NAMES, VARIANT_MODEL_TYPES
-from deep_nmt_hf.configuration_deep_nmt import CHOICES
+from deep_nmt_hf.model.configuration_deep_nmt import CHOICES
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -15,9 +15,9 @@ from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 from deep_nmt_hf import DeepNMTConfig, DeepNMTForConditionalGeneration
 from deep_nmt_hf.cli import build_parser, main
 from deep_nmt_hf.data import load_parallel, read_jsonl, write_parallel_dir
-from deep_nmt_hf.residual import AdminOmega
-from deep_nmt_hf.synthetic import generate_pairs
-from deep_nmt_hf.tokenization import train_tokenizer
+from deep_nmt_hf.data.synthetic import generate_pairs
+from deep_nmt_hf.data.tokenization import train_tokenizer
+from deep_nmt_hf.model.residual import AdminOmega
 from deep_nmt_hf.training import build_config
 
 TINY = dict(TINY_SHAPE, max_position_embeddings=64)

@@ -8,7 +8,7 @@ import pytest
 from factories import tiny_config
 
 from deep_nmt_hf import DeepNMTConfig
-from deep_nmt_hf.configuration_deep_nmt import CHOICES
+from deep_nmt_hf.model.configuration_deep_nmt import CHOICES
 
 BAD_VALUES: list[tuple[dict[str, Any], str]] = [
     ({"vocab_size": 0}, "vocab_size=0"),

@@ -21,11 +21,11 @@ ctranslate2 = pytest.importorskip("ctranslate2", reason="the ctranslate2 extra i
 
 from transformers import AutoTokenizer  # noqa: E402
 
-from deep_nmt_hf.admin import admin_profile  # noqa: E402
-from deep_nmt_hf.export import export_ctranslate2  # noqa: E402
-from deep_nmt_hf.synthetic import generate_pairs  # noqa: E402
-from deep_nmt_hf.tokenization import train_tokenizer  # noqa: E402
+from deep_nmt_hf.data.synthetic import generate_pairs  # noqa: E402
+from deep_nmt_hf.data.tokenization import train_tokenizer  # noqa: E402
+from deep_nmt_hf.publish.export import export_ctranslate2  # noqa: E402
 from deep_nmt_hf.training import build_config, resolve_variant  # noqa: E402
+from deep_nmt_hf.training.admin_profiling import admin_profile  # noqa: E402
 
 BEAM = 4
 MAX_NEW = 40
@@ -186,7 +186,7 @@ def test_int8_export_runs_and_reports_agreement(name, trained, corpus) -> None:
 def test_export_refuses_unfoldable_and_bad_arguments(tmp_path, corpus) -> None:
     from factories import tiny_model
 
-    from deep_nmt_hf.folding import NotFoldableError
+    from deep_nmt_hf.publish.folding import NotFoldableError
 
     tiny_model(encoder_layer_aggregation="dlcl", layer_norm_position="pre").save_pretrained(tmp_path / "dlcl")
     corpus["tokenizer"].save_pretrained(tmp_path / "dlcl")

@@ -36,7 +36,7 @@ from test_device_placement import (  # noqa: E402
     train_step_check,
 )
 
-from deep_nmt_hf.folding import probe_batch  # noqa: E402
+from deep_nmt_hf.publish.folding import probe_batch  # noqa: E402
 
 CUDA = torch.device("cuda")
 

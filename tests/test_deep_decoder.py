@@ -10,15 +10,15 @@ from factories import EOS, PAD, VOCAB, padded_batch, tiny_model, variant_model
 from fresh_process import generate_with_remote_code
 
 from deep_nmt_hf import DeepDecoderConfig, DeepDecoderForConditionalGeneration
-from deep_nmt_hf.caches import NoCrossAttentionLayer
-from deep_nmt_hf.collapse_losses import (
+from deep_nmt_hf.model.caches import NoCrossAttentionLayer
+from deep_nmt_hf.model.collapse_losses import (
     ald_contrastive_loss,
     mask_source_tokens,
     sentence_representation,
     symmetric_kl,
 )
-from deep_nmt_hf.folding import fold_to_stock
-from deep_nmt_hf.transformers_compat import cache_of, with_cache
+from deep_nmt_hf.model.transformers_compat import cache_of, with_cache
+from deep_nmt_hf.publish.folding import fold_to_stock
 
 UNK = 1
 

@@ -22,7 +22,7 @@ import depth_report as report  # noqa: E402
 import depth_rows  # noqa: E402
 import machine_speed  # noqa: E402
 
-from deep_nmt_hf.significance import bleu_from_statistics, bleu_statistics, holm  # noqa: E402
+from deep_nmt_hf.science.significance import bleu_from_statistics, bleu_statistics, holm  # noqa: E402
 
 WORDS = [f"w{i}" for i in range(40)]
 REFERENCES = [
@@ -932,7 +932,7 @@ def test_a_rescue_whose_collapse_did_not_occur_is_not_applicable() -> None:
 def test_the_detectable_delta_is_computed_and_named() -> None:
     """Issue #50 item 1: with ~1000 sentences and Holm over 21 comparisons about 1.5 BLEU at 80% power; a paper's
     Δ below a comparison's detectable Δ is said so in its verdict (today's report has no such number)."""
-    from deep_nmt_hf.significance import detectable_delta
+    from deep_nmt_hf.science.significance import detectable_delta
 
     assert detectable_delta(0.39, 0.05, 21, 0.8) == pytest.approx(1.51, abs=0.01)
     assert detectable_delta(0.39, 0.05, 1, 0.8) < detectable_delta(0.39, 0.05, 21, 0.8)
@@ -986,7 +986,7 @@ def test_the_seed_variance_is_unbiased_and_leaves_a_split_row_undecided() -> Non
     """Issue #50 item 5: resampling 2 seeds with replacement halves their variance, so today's bootstrap puts
     ADMIN 36-6 (seeds 2.4 and 29.4) significantly below post-6-6; with the unbiased seed variance (t, df ≈ 1) the
     interval holds 0, and since its seeds disagree the failure rule does not decide it: inconclusive."""
-    from deep_nmt_hf.significance import seed_and_sentence_test, seeded_paired_bootstrap
+    from deep_nmt_hf.science.significance import seed_and_sentence_test, seeded_paired_bootstrap
 
     base = [record("post-6-6", s, 0.3)["test"]["averaged"]["bleu_statistics"] for s in (1, 2, 3)]
     split = [record("admin-36-6", 1, 0.95)["test"]["averaged"]["bleu_statistics"], base[0]]

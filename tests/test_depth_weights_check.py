@@ -13,8 +13,8 @@ import pytest
 import torch
 from factories import VOCAB, variant_model
 
-from deep_nmt_hf.significance import bleu_from_statistics, bleu_statistics
-from deep_nmt_hf.tokenization import train_tokenizer
+from deep_nmt_hf.data.tokenization import train_tokenizer
+from deep_nmt_hf.science.significance import bleu_from_statistics, bleu_statistics
 from deep_nmt_hf.training import translate
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))  # the bench scripts import as modules

@@ -27,10 +27,10 @@ from factories import TINY_SHAPE, counting_batch, padded_batch, randomise_omegas
 from torch.utils._device import DeviceContext, _device_constructors
 
 import deep_nmt_hf
-from deep_nmt_hf.admin import admin_profile, broadcast_omegas, current_omegas, set_omegas
-from deep_nmt_hf.folding import fold_to_stock, probe_batch
-from deep_nmt_hf.length_penalty import gnmt_beam_search
-from deep_nmt_hf.modeling_deep_nmt import SinusoidalPositions, sinusoidal_table
+from deep_nmt_hf.model.modeling_deep_nmt import SinusoidalPositions, sinusoidal_table
+from deep_nmt_hf.publish.folding import fold_to_stock, probe_batch
+from deep_nmt_hf.training.admin_profiling import admin_profile, broadcast_omegas, current_omegas, set_omegas
+from deep_nmt_hf.training.length_penalty import gnmt_beam_search
 
 VARIANTS = list(deep_nmt_hf.VARIANTS)
 # every variant that folds into a stock class: name -> (variant, config fields)
@@ -263,9 +263,9 @@ def export_check(name: str, device: torch.device | str, tmp_path: Path) -> Path:
     is left on its device and the exported model translates (parity with Transformers: tests/test_ctranslate2.py)."""
     import ctranslate2
 
-    from deep_nmt_hf.export import export_model
-    from deep_nmt_hf.synthetic import generate_pairs
-    from deep_nmt_hf.tokenization import train_tokenizer
+    from deep_nmt_hf.data.synthetic import generate_pairs
+    from deep_nmt_hf.data.tokenization import train_tokenizer
+    from deep_nmt_hf.publish.export import export_model
     from deep_nmt_hf.training import build_config, resolve_variant
 
     pairs = generate_pairs(200, seed=0)
@@ -338,7 +338,7 @@ def test_probe_batch_is_made_where_asked_and_the_same_everywhere() -> None:
 
 
 def test_unroll_builds_on_the_models_device() -> None:
-    from deep_nmt_hf.layer_sharing import unroll
+    from deep_nmt_hf.model.layer_sharing import unroll
 
     model = variant_model("shared_layers", **NO_DROPOUT)
     with MetaDefaultDevice():
@@ -383,7 +383,7 @@ def test_current_omegas_of_a_deepnorm_model_reads_alpha_without_the_default_devi
 def test_averaging_works_whatever_the_default_device_and_keeps_bf16(tmp_path) -> None:
     from safetensors.torch import load_file
 
-    from deep_nmt_hf.averaging import average_checkpoints, average_into
+    from deep_nmt_hf.training.averaging import average_checkpoints, average_into
 
     for step, seed in ((1, 0), (2, 1)):
         variant_model("base", seed=seed).to(torch.bfloat16).save_pretrained(tmp_path / f"checkpoint-{step}")

@@ -22,9 +22,9 @@ import torch
 from launching import STEPS, free_port, train_args, write_train_split
 from safetensors.torch import load_file
 
-from deep_nmt_hf import VARIANTS, cli, distributed, training
-from deep_nmt_hf.synthetic import SRC_LANG, TGT_LANG
-from deep_nmt_hf.training import resolve_variant
+from deep_nmt_hf import VARIANTS, cli, training
+from deep_nmt_hf.data.synthetic import SRC_LANG, TGT_LANG
+from deep_nmt_hf.training import distributed, resolve_variant
 
 REPO = Path(__file__).resolve().parents[1]
 CONFIGS = REPO / "examples" / "accelerate"
@@ -180,7 +180,7 @@ def test_a_rank_that_ends_through_exit_if_a_rank_survives_gloos_teardown_race(tm
     plain = _race("plain", tmp_path)
     assert plain[0].returncode == 0, plain[0].stderr[-2000:]
     assert plain[1].returncode == -signal.SIGABRT, (
-        "the teardown race no longer aborts with this torch: deep_nmt_hf.distributed.exit_if_a_rank may be "
+        "the teardown race no longer aborts with this torch: deep_nmt_hf.training.distributed.exit_if_a_rank may be "
         f"unnecessary now (exit {plain[1].returncode}; {plain[1].stderr[-500:]})"
     )
     assert "terminate called without an active exception" in plain[1].stderr

@@ -21,7 +21,7 @@ from transformers.trainer_utils import get_last_checkpoint
 
 from deep_nmt_hf import cli, training
 from deep_nmt_hf.data import write_parallel_dir
-from deep_nmt_hf.synthetic import SRC_LANG, TGT_LANG, demo_splits
+from deep_nmt_hf.data.synthetic import SRC_LANG, TGT_LANG, demo_splits
 from deep_nmt_hf.training import TrainingDivergedError, TrainingOptions, train
 
 TINY = dict(TINY_SHAPE)
@@ -278,7 +278,7 @@ def test_empty_pairs_are_dropped_and_over_long_pairs_truncated_and_counted(
 
 
 def test_tokenize_dataset_counts_truncation_and_matches_the_tokenizer(data_dir: Path) -> None:
-    from deep_nmt_hf.tokenization import train_tokenizer
+    from deep_nmt_hf.data.tokenization import train_tokenizer
     from deep_nmt_hf.training import load_split, tokenize_dataset
 
     dataset = load_split(data_dir, "train", SRC_LANG, TGT_LANG).select(range(12))

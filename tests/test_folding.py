@@ -12,7 +12,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from transformers import MarianMTModel, PegasusForConditionalGeneration
 
-from deep_nmt_hf.folding import (
+from deep_nmt_hf.model.residual import AdminOmega
+from deep_nmt_hf.publish.folding import (
     FoldCheckError,
     NotFoldableError,
     check_foldable,
@@ -21,7 +22,6 @@ from deep_nmt_hf.folding import (
     fold_residual_scales,
     fold_to_stock,
 )
-from deep_nmt_hf.residual import AdminOmega
 
 VARIANTS = [
     {"layer_norm_position": "post"},
@@ -97,7 +97,7 @@ def test_not_foldable_names_the_feature() -> None:
 
 def test_a_failing_check_raises(monkeypatch) -> None:
     model = tiny_model(seed=5)
-    import deep_nmt_hf.folding as folding
+    import deep_nmt_hf.publish.folding as folding
 
     real = folding._stock_state_dict
 

@@ -17,9 +17,9 @@ from transformers import CompileConfig, GenerationMixin
 from transformers.cache_utils import DynamicCache, EncoderDecoderCache
 
 import deep_nmt_hf
-from deep_nmt_hf.caches import NoCrossAttentionLayer, RunningAverageLayer
-from deep_nmt_hf.generation_settings import translation_generation_config
-from deep_nmt_hf.transformers_compat import cache_of, with_cache
+from deep_nmt_hf.model.caches import NoCrossAttentionLayer, RunningAverageLayer
+from deep_nmt_hf.model.transformers_compat import cache_of, with_cache
+from deep_nmt_hf.training.generation_settings import translation_generation_config
 
 VARIANTS = sorted(deep_nmt_hf.VARIANTS)
 STATIC_OK = VARIANTS  # MAtt too: its prefix sums have a static slot (caches.StaticRunningAverage)

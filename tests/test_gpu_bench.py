@@ -17,7 +17,7 @@ sys.path.insert(0, str(REPO / "bench"))
 
 import gpu_training  # noqa: E402
 
-from deep_nmt_hf.batching import TokenBudgetBatchSampler  # noqa: E402
+from deep_nmt_hf.data.batching import TokenBudgetBatchSampler  # noqa: E402
 from deep_nmt_hf.training import loader  # noqa: E402
 
 

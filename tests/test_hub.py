@@ -26,9 +26,9 @@ from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 import deep_nmt_hf
 from deep_nmt_hf.cli import main
 from deep_nmt_hf.data import write_parallel_dir
-from deep_nmt_hf.folding import NotFoldableError, check_foldable
-from deep_nmt_hf.hub import CARD_DIR, prepare_upload, render_model_card, transformers_range
-from deep_nmt_hf.synthetic import SRC_LANG, TGT_LANG, demo_splits
+from deep_nmt_hf.data.synthetic import SRC_LANG, TGT_LANG, demo_splits
+from deep_nmt_hf.publish.folding import NotFoldableError, check_foldable
+from deep_nmt_hf.publish.hub import CARD_DIR, prepare_upload, render_model_card, transformers_range
 from deep_nmt_hf.training import TrainingOptions, train
 
 TINY = dict(d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4)

@@ -57,7 +57,7 @@ def config_problems(path: Path) -> list[str]:
     from accelerate.utils import DeepSpeedPlugin, DistributedType, PrecisionType
     from accelerate.utils.constants import FSDP_AUTO_WRAP_POLICY, FSDP_STATE_DICT_TYPE
 
-    from deep_nmt_hf import modeling_deep_nmt
+    from deep_nmt_hf.model import modeling_deep_nmt
 
     raw = yaml.safe_load(path.read_text())
     problems = []

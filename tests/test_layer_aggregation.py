@@ -10,9 +10,9 @@ from fresh_process import run_without_package
 from transformers import AutoModelForSeq2SeqLM
 
 from deep_nmt_hf import DLCLConfig, DLCLForConditionalGeneration
-from deep_nmt_hf.activation_memory import saved_activation_bytes
-from deep_nmt_hf.folding import NotFoldableError, fold_to_stock
-from deep_nmt_hf.layer_aggregation import History, LayerAggregation, weighted_sum
+from deep_nmt_hf.model.layer_aggregation import History, LayerAggregation, weighted_sum
+from deep_nmt_hf.publish.folding import NotFoldableError, fold_to_stock
+from deep_nmt_hf.training.activation_memory import saved_activation_bytes
 
 
 def test_avg_init_makes_each_layer_read_the_mean_of_the_history() -> None:
@@ -144,7 +144,7 @@ def test_bad_dlcl_fields_are_rejected() -> None:
 
 
 def test_dlcl_heatmap_is_drawn_and_needs_dlcl(tmp_path) -> None:
-    from deep_nmt_hf.plots import dlcl_weights, plot_dlcl_weights
+    from deep_nmt_hf.science.plots import dlcl_weights, plot_dlcl_weights
 
     model = tiny_model(
         layer_norm_position="pre", encoder_layer_aggregation="dlcl", decoder_layer_aggregation="dlcl"

@@ -8,9 +8,9 @@ from factories import PAD, VOCAB, padded_batch, tiny_model
 from transformers import AutoModelForSeq2SeqLM
 
 from deep_nmt_hf import SharedLayersConfig, SharedLayersForConditionalGeneration
-from deep_nmt_hf.folding import NotFoldableError, fold_to_stock
-from deep_nmt_hf.layer_sharing import application_order, repeat_starts, unroll
-from deep_nmt_hf.transformers_compat import cache_of
+from deep_nmt_hf.model.layer_sharing import application_order, repeat_starts, unroll
+from deep_nmt_hf.model.transformers_compat import cache_of
+from deep_nmt_hf.publish.folding import NotFoldableError, fold_to_stock
 
 SHARED = dict(encoder_layer_repeats=3, decoder_layer_repeats=2)
 

@@ -7,7 +7,12 @@ import torch
 from factories import EOS, PAD, padded_batch, tiny_model
 from transformers import GenerationConfig, GenerationMixin, LogitsProcessor, LogitsProcessorList
 
-from deep_nmt_hf.length_penalty import generation_kwargs, gnmt_beam_search, gnmt_penalty, set_length_penalty
+from deep_nmt_hf.training.length_penalty import (
+    generation_kwargs,
+    gnmt_beam_search,
+    gnmt_penalty,
+    set_length_penalty,
+)
 
 
 def test_gnmt_penalty_formula() -> None:

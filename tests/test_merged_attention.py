@@ -9,11 +9,11 @@ from fresh_process import generate_with_remote_code
 from transformers import AutoModelForSeq2SeqLM
 
 from deep_nmt_hf import DSInitMAttConfig, DSInitMAttForConditionalGeneration
-from deep_nmt_hf.caches import RunningAverageLayer
-from deep_nmt_hf.folding import NotFoldableError, fold_to_stock
-from deep_nmt_hf.merged_attention import MergedAttention, cumulative_average
-from deep_nmt_hf.residual import AdminOmega
-from deep_nmt_hf.transformers_compat import cache_of
+from deep_nmt_hf.model.caches import RunningAverageLayer
+from deep_nmt_hf.model.merged_attention import MergedAttention, cumulative_average
+from deep_nmt_hf.model.residual import AdminOmega
+from deep_nmt_hf.model.transformers_compat import cache_of
+from deep_nmt_hf.publish.folding import NotFoldableError, fold_to_stock
 
 
 def test_cumulative_average_equals_explicit_mean_with_padding() -> None:

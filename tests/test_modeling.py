@@ -12,7 +12,7 @@ from transformers.models.marian.modeling_marian import MarianSinusoidalPositiona
 
 import deep_nmt_hf
 from deep_nmt_hf import DeepNMTConfig, DeepNMTForConditionalGeneration, DeepNMTModel
-from deep_nmt_hf.modeling_deep_nmt import SinusoidalPositions, sinusoidal_table
+from deep_nmt_hf.model.modeling_deep_nmt import SinusoidalPositions, sinusoidal_table
 
 NORMS = ["post", "pre"]
 

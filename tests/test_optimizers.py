@@ -7,8 +7,8 @@ import torch
 from factories import tiny_model
 from transformers import Seq2SeqTrainingArguments
 
-from deep_nmt_hf.optimizers import optimizer_cls_and_kwargs
 from deep_nmt_hf.training import DeepNMTTrainer, nmt_recipe
+from deep_nmt_hf.training.optimizers import optimizer_cls_and_kwargs
 
 
 @pytest.mark.parametrize(

@@ -93,7 +93,7 @@ def test_sdist_carries_the_model_card_templates(built: tuple[Path, Path]) -> Non
 
 
 def test_card_dir_is_the_checkouts_in_a_checkout() -> None:
-    from deep_nmt_hf import hub
+    from deep_nmt_hf.publish import hub
 
     import_root = Path(hub.__file__).resolve().parent.parent
     if import_root != ROOT:

@@ -12,9 +12,9 @@ from fresh_process import run_without_package
 from transformers import pipeline
 
 import deep_nmt_hf
-from deep_nmt_hf.folding import fold_to_stock
-from deep_nmt_hf.synthetic import generate_pairs
-from deep_nmt_hf.tokenization import special_token_ids, train_tokenizer
+from deep_nmt_hf.data.synthetic import generate_pairs
+from deep_nmt_hf.data.tokenization import special_token_ids, train_tokenizer
+from deep_nmt_hf.publish.folding import fold_to_stock
 
 SMALL = dict(
     d_model=32, encoder_ffn_dim=64, decoder_ffn_dim=64, encoder_attention_heads=4, decoder_attention_heads=4
@@ -47,7 +47,7 @@ def test_translation_pipeline_for_every_variant(variant: str, tokenizer) -> None
     assert len(out) == 2 and all(isinstance(o["translation_text"], str) for o in out)
     try:
         stock, _ = fold_to_stock(model)
-    except deep_nmt_hf.folding.NotFoldableError:
+    except deep_nmt_hf.publish.folding.NotFoldableError:
         return
     folded = pipeline("translation", model=stock, tokenizer=tokenizer, max_new_tokens=8, num_beams=2)
     assert folded(["kol nuto vugat .", "ela gupebeda avure ."]) == out
@@ -159,7 +159,7 @@ def test_a_plain_save_pretrained_carries_the_pipeline_for_every_variant(variant:
         directory = tmp_path / type(saved).__name__
         saved.save_pretrained(directory)
         config_json = json.loads((directory / "config.json").read_text())
-        assert config_json["custom_pipelines"] == deep_nmt_hf.pipeline_shipping.custom_pipelines_entry()
+        assert config_json["custom_pipelines"] == deep_nmt_hf.model.pipeline_shipping.custom_pipelines_entry()
         assert (directory / "translation_pipeline.py").is_file() and (
             directory / "modeling_deep_nmt.py"
         ).is_file()

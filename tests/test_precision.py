@@ -18,11 +18,11 @@ from transformers import TrainerControl
 from deep_nmt_hf import training
 from deep_nmt_hf.cli import build_parser, main
 from deep_nmt_hf.cli.names import PRECISIONS as CLI_PRECISIONS
-from deep_nmt_hf.collapse_losses import sentence_representation, symmetric_kl, token_cross_entropy
 from deep_nmt_hf.data import write_parallel_dir
-from deep_nmt_hf.hub import render_model_card
-from deep_nmt_hf.recipes import RECIPES, recipe_options, recipe_precision
-from deep_nmt_hf.synthetic import SRC_LANG, TGT_LANG, demo_splits
+from deep_nmt_hf.data.synthetic import SRC_LANG, TGT_LANG, demo_splits
+from deep_nmt_hf.model.collapse_losses import sentence_representation, symmetric_kl, token_cross_entropy
+from deep_nmt_hf.publish.hub import render_model_card
+from deep_nmt_hf.science.recipes import RECIPES, recipe_options, recipe_precision
 from deep_nmt_hf.training import DivergenceCallback, TrainingOptions, train
 from deep_nmt_hf.training.precision import (
     MIN_LOSS_SCALE,
@@ -226,7 +226,7 @@ def test_admin_profiling_in_fp32_under_accelerates_autocast_wrapper(monkeypatch:
     from factories import tiny_model
     from test_admin import profiling_batch
 
-    from deep_nmt_hf import admin
+    from deep_nmt_hf.training import admin_profiling as admin
 
     model = tiny_model(seed=3, residual_scaling="admin", encoder_layers=8, decoder_layers=3, dropout=0.1)
     copies = [copy.deepcopy(model) for _ in range(2)]

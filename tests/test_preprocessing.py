@@ -11,13 +11,20 @@ from pathlib import Path
 
 import pytest
 
-from deep_nmt_hf import preprocessing
 from deep_nmt_hf.cli import main
-from deep_nmt_hf.data import DataError, ReadReport, arrow, read_jsonl, read_parallel_dir, write_parallel_dir
-from deep_nmt_hf.preprocessing import cached_tokenizer, corpus_texts, tokenize_cached
-from deep_nmt_hf.streaming import streaming_pairs, streaming_tokenized
-from deep_nmt_hf.synthetic import SRC_LANG, TGT_LANG, iter_pairs
-from deep_nmt_hf.tokenization import train_tokenizer
+from deep_nmt_hf.data import (
+    DataError,
+    ReadReport,
+    arrow,
+    preprocessing,
+    read_jsonl,
+    read_parallel_dir,
+    write_parallel_dir,
+)
+from deep_nmt_hf.data.preprocessing import cached_tokenizer, corpus_texts, tokenize_cached
+from deep_nmt_hf.data.streaming import streaming_pairs, streaming_tokenized
+from deep_nmt_hf.data.synthetic import SRC_LANG, TGT_LANG, iter_pairs
+from deep_nmt_hf.data.tokenization import train_tokenizer
 
 PAIRS = 3000
 

@@ -12,8 +12,8 @@ from factories import TINY_SHAPE, tiny_config
 from deep_nmt_hf import training
 from deep_nmt_hf.cli import main
 from deep_nmt_hf.data import write_parallel_dir
-from deep_nmt_hf.recipes import OPTION_FIELDS, RECIPES, describe, recipe_config, recipe_options
-from deep_nmt_hf.synthetic import SRC_LANG, TGT_LANG, demo_splits
+from deep_nmt_hf.data.synthetic import SRC_LANG, TGT_LANG, demo_splits
+from deep_nmt_hf.science.recipes import OPTION_FIELDS, RECIPES, describe, recipe_config, recipe_options
 from deep_nmt_hf.training import TrainingOptions
 
 CONFIG_FIELDS = {
@@ -167,7 +167,7 @@ def test_a_recipe_run_records_itself_and_saves_its_decoding(data_dir: Path, tmp_
     model = AutoModelForSeq2SeqLM.from_pretrained(out)
     assert model.lm_head.weight.data_ptr() == model.model.decoder.embed_tokens.weight.data_ptr()
     assert not torch.equal(model.model.decoder.embed_tokens.weight, model.model.shared.weight)
-    from deep_nmt_hf.hub import render_model_card
+    from deep_nmt_hf.publish.hub import render_model_card
 
     card = str(render_model_card(out))
     assert "Trained with the `dsinit_matt` recipe" in card and "| `max_tokens` | `5752` | **`300`** |" in card

@@ -9,7 +9,7 @@ import torch
 from factories import PAD, padded_batch, tiny_model
 from fresh_process import run_without_package
 
-from deep_nmt_hf.generation_settings import translation_generation_config
+from deep_nmt_hf.training.generation_settings import translation_generation_config
 
 LOAD_AND_RUN = """
 import json, torch

@@ -32,9 +32,9 @@ from transformers import (
 )
 
 from deep_nmt_hf import DLCLConfig, DLCLForConditionalGeneration
-from deep_nmt_hf.folding import fold_directory
-from deep_nmt_hf.synthetic import SRC_LANG, TGT_LANG, demo_splits
-from deep_nmt_hf.tokenization import train_tokenizer
+from deep_nmt_hf.data.synthetic import SRC_LANG, TGT_LANG, demo_splits
+from deep_nmt_hf.data.tokenization import train_tokenizer
+from deep_nmt_hf.publish.folding import fold_directory
 from deep_nmt_hf.training import build_config
 
 SCRIPT_DEFAULT_MAX_SOURCE_LENGTH = 1024  # DataTrainingArguments.max_source_length in run_translation.py

@@ -13,16 +13,21 @@ from factories import EOS, PAD, VOCAB, tiny_model
 from transformers import DataCollatorForSeq2Seq, Seq2SeqTrainingArguments
 
 import deep_nmt_hf
-from deep_nmt_hf.averaging import AveragingError, average_checkpoints, find_checkpoints, last_checkpoint
-from deep_nmt_hf.batching import TokenBudgetBatchSampler
 from deep_nmt_hf.cli import build_parser
 from deep_nmt_hf.cli.names import PAPER_PRESET_NAMES
 from deep_nmt_hf.cli.schedule_flags import schedule_values
-from deep_nmt_hf.configuration_deep_nmt import DeepDecoderConfig
-from deep_nmt_hf.optimizers import optimizer_cls_and_kwargs
-from deep_nmt_hf.paper_presets import PRESETS, command, preset_values
-from deep_nmt_hf.recipes import get_recipe
+from deep_nmt_hf.data.batching import TokenBudgetBatchSampler
+from deep_nmt_hf.model.configuration_deep_nmt import DeepDecoderConfig
+from deep_nmt_hf.science.paper_presets import PRESETS, command, preset_values
+from deep_nmt_hf.science.recipes import get_recipe
 from deep_nmt_hf.training import DeepNMTTrainer
+from deep_nmt_hf.training.averaging import (
+    AveragingError,
+    average_checkpoints,
+    find_checkpoints,
+    last_checkpoint,
+)
+from deep_nmt_hf.training.optimizers import optimizer_cls_and_kwargs
 
 
 def _dataset(count: int = 24, seed: int = 0) -> datasets.Dataset:
@@ -167,7 +172,7 @@ def test_epoch_checkpoints_carry_their_epoch_and_are_averaged(tmp_path) -> None:
     out = average_checkpoints(tmp_path, 2, epochs=True)
     assert out.name == "averaged-last-2-epochs"
     averaged = deep_nmt_hf.DeepNMTForConditionalGeneration.from_pretrained(out)
-    from deep_nmt_hf.averaging import load_weights
+    from deep_nmt_hf.training.averaging import load_weights
 
     two = [load_weights(tmp_path / n) for n in names[1:]]
     key = "model.shared.weight"
@@ -222,7 +227,7 @@ def test_schedule_flags_and_their_errors() -> None:
 def test_every_paper_preset_builds_and_trains_one_step_at_reduced_width(name: str) -> None:
     """The paper's depth at d_model 16: the preset's config and recipe build, one optimizer step (ADMIN profiled
     first) gives a finite loss; its command parses with `deep-nmt train`'s parser and names every value."""
-    from deep_nmt_hf.admin import admin_profile
+    from deep_nmt_hf.training.admin_profiling import admin_profile
 
     assert tuple(PRESETS) == PAPER_PRESET_NAMES  # the light launcher's table
     recipe, options, config_fields = preset_values(name)

@@ -23,7 +23,7 @@ from safetensors.torch import load_file
 from transformers import AutoModelForSeq2SeqLM, MarianMTModel
 
 from deep_nmt_hf import VARIANTS, AdminForConditionalGeneration, cli, training
-from deep_nmt_hf.folding import fold_directory
+from deep_nmt_hf.publish.folding import fold_directory
 
 MODEL_FLAGS = [
     "--variant", "admin", "--d-model", "32", "--encoder-layers", "2", "--decoder-layers", "2", "--heads", "4",

@@ -1,4 +1,4 @@
-"""deep_nmt_hf.significance: corpus BLEU from sufficient statistics, the paired bootstrap over seeds and
+"""deep_nmt_hf.science.significance: corpus BLEU from sufficient statistics, the paired bootstrap over seeds and
 sentences, Holm's correction. Synthetic sentences only (no data files), CPU, about a second."""
 
 from __future__ import annotations
@@ -11,7 +11,12 @@ import pytest
 from sacrebleu.metrics import BLEU
 from sacrebleu.significance import PairedTest
 
-from deep_nmt_hf.significance import bleu_from_statistics, bleu_statistics, holm, seeded_paired_bootstrap
+from deep_nmt_hf.science.significance import (
+    bleu_from_statistics,
+    bleu_statistics,
+    holm,
+    seeded_paired_bootstrap,
+)
 
 WORDS = [f"w{i}" for i in range(40)]
 

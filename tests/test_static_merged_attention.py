@@ -10,8 +10,8 @@ from factories import EOS, PAD, padded_batch, variant_model
 from transformers import CompileConfig
 from transformers.cache_utils import DynamicCache, EncoderDecoderCache, StaticCache
 
-from deep_nmt_hf.caches import StaticRunningAverage, running_average_slot
-from deep_nmt_hf.transformers_compat import cache_of
+from deep_nmt_hf.model.caches import StaticRunningAverage, running_average_slot
+from deep_nmt_hf.model.transformers_compat import cache_of
 
 NO_EOS = dict(suppress_tokens=[EOS])  # random models: run to the length limit, so runs compare position-wise
 SCORES = dict(output_scores=True, return_dict_in_generate=True)

@@ -15,7 +15,7 @@ import torch
 from transformers import AutoModelForSeq2SeqLM
 
 import deep_nmt_hf.training
-from deep_nmt_hf.tokenization import train_tokenizer
+from deep_nmt_hf.data.tokenization import train_tokenizer
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))  # the bench scripts import as modules
 

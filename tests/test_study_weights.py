@@ -13,8 +13,8 @@ from safetensors.torch import save_file
 from transformers import MarianMTModel
 
 import deep_nmt_hf
-from deep_nmt_hf.folding import stock_config
-from deep_nmt_hf.tokenization import train_tokenizer
+from deep_nmt_hf.data.tokenization import train_tokenizer
+from deep_nmt_hf.publish.folding import stock_config
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))  # the bench scripts import as modules
 

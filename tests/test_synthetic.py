@@ -9,7 +9,7 @@ from collections import Counter
 
 import pytest
 
-from deep_nmt_hf import synthetic as syn
+from deep_nmt_hf.data import synthetic as syn
 
 LINE = re.compile(r"^[a-z]+( [a-z]+)* [.?]$")
 

@@ -1,4 +1,4 @@
-"""Tests for deep_nmt_hf.tokenization: Marian special-token layout, round trips, errors."""
+"""Tests for deep_nmt_hf.data.tokenization: Marian special-token layout, round trips, errors."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
-from deep_nmt_hf.tokenization import (
+from deep_nmt_hf.data.tokenization import (
     EOS_TOKEN,
     PAD_TOKEN,
     UNK_TOKEN,

@@ -17,7 +17,7 @@ from safetensors.torch import load_file
 
 from deep_nmt_hf import training
 from deep_nmt_hf.data import write_parallel_dir
-from deep_nmt_hf.synthetic import SRC_LANG, TGT_LANG, demo_splits
+from deep_nmt_hf.data.synthetic import SRC_LANG, TGT_LANG, demo_splits
 
 CONFIG = dict(
     d_model=32, encoder_layers=1, decoder_layers=1, encoder_attention_heads=4, decoder_attention_heads=4,

@@ -17,10 +17,10 @@ from torch import nn
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, EvalPrediction, TrainerControl
 
 from deep_nmt_hf import training
-from deep_nmt_hf.configuration_deep_nmt import AdminConfig, DeepNMTConfig
 from deep_nmt_hf.data import DataError, load_parallel, write_parallel_dir
-from deep_nmt_hf.synthetic import SRC_LANG, TGT_LANG, demo_splits
-from deep_nmt_hf.tokenization import train_tokenizer
+from deep_nmt_hf.data.synthetic import SRC_LANG, TGT_LANG, demo_splits
+from deep_nmt_hf.data.tokenization import train_tokenizer
+from deep_nmt_hf.model.configuration_deep_nmt import AdminConfig, DeepNMTConfig
 from deep_nmt_hf.training import (
     DivergenceCallback,
     TrainingOptions,

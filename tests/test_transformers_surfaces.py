@@ -14,7 +14,7 @@ import pytest
 import torch
 from factories import PAD, padded_batch, tiny_model
 
-from deep_nmt_hf.transformers_compat import CACHE_FIELD, cache_of, takes_cache, with_cache
+from deep_nmt_hf.model.transformers_compat import CACHE_FIELD, cache_of, takes_cache, with_cache
 
 
 def parameters(function) -> set[str]:
@@ -57,7 +57,7 @@ def test_training_arguments_checkpointing_switch() -> None:
     """transformers_compat.checkpointing_argument: the TrainingArguments field that turns on checkpointing."""
     from transformers import Seq2SeqTrainingArguments
 
-    from deep_nmt_hf.transformers_compat import checkpointing_argument
+    from deep_nmt_hf.model.transformers_compat import checkpointing_argument
 
     name = checkpointing_argument()
     args = Seq2SeqTrainingArguments(output_dir="unused", use_cpu=True, report_to="none", **{name: True})
@@ -137,13 +137,13 @@ def test_pipeline_registration_record_and_relative_imports() -> None:
     and dynamic_module_utils.get_relative_import_files (the sibling modules shipped with it)."""
     from transformers.dynamic_module_utils import get_relative_import_files
 
-    from deep_nmt_hf.pipeline_shipping import custom_pipelines_entry
-    from deep_nmt_hf.translation_pipeline import TranslationPipeline
+    from deep_nmt_hf.model.pipeline_shipping import custom_pipelines_entry
+    from deep_nmt_hf.model.translation_pipeline import TranslationPipeline
 
     entry = custom_pipelines_entry()["translation"]
     assert entry["impl"] == "translation_pipeline.TranslationPipeline" and entry["pt"]
     assert "translation" in TranslationPipeline._registered_impl
-    import deep_nmt_hf.translation_pipeline as module
+    import deep_nmt_hf.model.translation_pipeline as module
 
     assert get_relative_import_files(module.__file__) == []  # it imports only transformers
 
@@ -335,7 +335,7 @@ def test_masking_utils_signatures_and_the_implementation_switch() -> None:
     `config._attn_implementation`, which `mask_config` swaps to eager for an `output_attentions` call."""
     from transformers.masking_utils import create_bidirectional_mask, create_causal_mask
 
-    from deep_nmt_hf.modeling_deep_nmt import mask_config
+    from deep_nmt_hf.model.modeling_deep_nmt import mask_config
 
     assert list(inspect.signature(create_causal_mask).parameters)[3] in ("cache", "past_key_values")
     assert "encoder_hidden_states" in parameters(create_bidirectional_mask)

@@ -14,8 +14,8 @@ import pytest
 
 from deep_nmt_hf.cli import main
 from deep_nmt_hf.cli.streaming import UndecodableLine, arriving_batches, decode_lines
-from deep_nmt_hf.synthetic import generate_pairs
-from deep_nmt_hf.tokenization import special_token_ids, train_tokenizer
+from deep_nmt_hf.data.synthetic import generate_pairs
+from deep_nmt_hf.data.tokenization import special_token_ids, train_tokenizer
 
 LAUNCHER = "import sys; from deep_nmt_hf_cli import main; sys.exit(main())"
 

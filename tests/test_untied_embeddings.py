@@ -7,7 +7,7 @@ import torch
 from factories import padded_batch, tiny_model
 from transformers import AutoModelForSeq2SeqLM, MarianMTModel, PegasusForConditionalGeneration
 
-from deep_nmt_hf.folding import NotFoldableError, fold_to_stock
+from deep_nmt_hf.publish.folding import NotFoldableError, fold_to_stock
 
 
 def same(a: torch.Tensor, b: torch.Tensor) -> bool:

@@ -69,8 +69,8 @@ def main(argv: list[str] | None = None) -> int:
     from safetensors import SafetensorError
 
     from ..data import DataError
-    from ..distributed import end_process_group
     from ..training import TrainingDivergedError
+    from ..training.distributed import end_process_group
 
     try:
         code = handlers[args.command](args)
@@ -84,5 +84,5 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {what}{err}", file=sys.stderr)
         return EXIT_ERROR
     if code == 0:
-        end_process_group()  # torch's shutdown contract: see deep_nmt_hf.distributed
+        end_process_group()  # torch's shutdown contract: see deep_nmt_hf.training.distributed
     return code

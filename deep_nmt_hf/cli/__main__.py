@@ -1,6 +1,6 @@
 """`python -m deep_nmt_hf.cli` (also under `accelerate launch` and torchrun)."""
 
-from ..distributed import exit_if_a_rank
+from ..training.distributed import exit_if_a_rank
 from . import main
 
 code = main()

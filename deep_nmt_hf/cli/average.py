@@ -42,7 +42,7 @@ def add_parsers(commands: Any) -> dict[str, Any]:
 
 
 def _cmd_average(args: argparse.Namespace) -> int:
-    from ..averaging import average_checkpoints, find_checkpoints
+    from ..training.averaging import average_checkpoints, find_checkpoints
 
     epochs = args.last_epochs is not None
     last = args.last_epochs if epochs else args.last

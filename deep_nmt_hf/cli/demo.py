@@ -98,9 +98,9 @@ def _expected_time(max_steps: int, train_size: int, test_size: int, threads: int
 def _cmd_demo(args: argparse.Namespace) -> int:
     import torch
 
-    from ..atomic import atomic_write
     from ..data import write_parallel_dir
-    from ..synthetic import SRC_LANG, TGT_LANG, demo_splits
+    from ..data.atomic import atomic_write
+    from ..data.synthetic import SRC_LANG, TGT_LANG, demo_splits
     from ..training import TrainingOptions, staged_output_dir, train
 
     base = {**DEMO_DEFAULTS, **(QUICK_DEMO if args.quick else {})}

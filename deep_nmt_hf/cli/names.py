@@ -54,7 +54,7 @@ def variant_names() -> list[str]:
     return list(MODEL_TYPE_NAMES) + sorted(VARIANT_MODEL_TYPES)
 
 
-# `deep_nmt_hf.paper_presets.PRESETS`: each paper's headline setting, `deep-nmt train --preset NAME`
+# `deep_nmt_hf.science.paper_presets.PRESETS`: each paper's headline setting, `deep-nmt train --preset NAME`
 PAPER_PRESET_NAMES: tuple[str, ...] = (
     "admin-60-12-wmt14-en-fr",
     "admin-60-12-wmt14-en-de",

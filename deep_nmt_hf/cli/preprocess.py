@@ -11,7 +11,7 @@ from .common import _add_data_flags, _data_source, _HelpFormatter
 
 
 def _add_data_path_flags(parser: argparse.ArgumentParser) -> None:
-    """Flags of the data path shared by `train` and `preprocess` (see `deep_nmt_hf.preprocessing`)."""
+    """Flags of the data path shared by `train` and `preprocess` (see `deep_nmt_hf.data.preprocessing`)."""
     group = parser.add_argument_group("data path (cache, workers, streaming)")
     group.add_argument(
         "--cache-dir",
@@ -66,7 +66,7 @@ def _cmd_preprocess(args: argparse.Namespace) -> int:
     from transformers import AutoTokenizer
 
     from ..data import ReadReport
-    from ..preprocessing import cached_tokenizer, main_process_first, tokenize_cached
+    from ..data.preprocessing import cached_tokenizer, main_process_first, tokenize_cached
     from ..training import load_split
 
     for name in ("num_proc", "tokenizer_sample", "max_train_samples"):

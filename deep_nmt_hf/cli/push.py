@@ -42,7 +42,7 @@ def add_parsers(commands: Any) -> dict[str, Any]:
 
 
 def _cmd_push(args: argparse.Namespace) -> int:
-    from ..hub import check_repo_id, push
+    from ..publish.hub import check_repo_id, push
 
     check_repo_id(args.repo_id)
     prepared, url = push(

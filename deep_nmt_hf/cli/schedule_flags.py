@@ -67,7 +67,7 @@ def schedule_values(args: argparse.Namespace) -> tuple[str | None, dict[str, Any
     preset's values under the explicit ones. Raises ValueError on contradicting flags."""
     recipe, options, config = args.recipe, {}, {}
     if args.preset in PAPER_PRESET_NAMES:
-        from ..paper_presets import preset_values
+        from ..science.paper_presets import preset_values
 
         preset_recipe, options, config = preset_values(args.preset)
         recipe = recipe or preset_recipe

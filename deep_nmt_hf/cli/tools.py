@@ -112,7 +112,7 @@ def add_parsers(commands: Any) -> dict[str, Any]:
 
 
 def _cmd_fold(args: argparse.Namespace) -> int:
-    from ..folding import FoldCheckError, fold_directory
+    from ..publish.folding import FoldCheckError, fold_directory
 
     if not args.atol > 0:
         raise ValueError(f"--atol {args.atol}: must be > 0")
@@ -127,8 +127,8 @@ def _cmd_fold(args: argparse.Namespace) -> int:
 
 
 def _cmd_export(args: argparse.Namespace) -> int:
-    from ..export import QUANTIZATIONS, export_ctranslate2
-    from ..folding import FoldCheckError
+    from ..publish.export import QUANTIZATIONS, export_ctranslate2
+    from ..publish.folding import FoldCheckError
 
     if args.quantization is not None and args.quantization not in QUANTIZATIONS:
         raise ValueError(f"--quantization {args.quantization}: not one of {', '.join(QUANTIZATIONS)}")
@@ -141,9 +141,9 @@ def _cmd_export(args: argparse.Namespace) -> int:
 
 
 def _cmd_plot(args: argparse.Namespace) -> int:
-    from ..admin import current_omegas
-    from ..atomic import atomic_path
-    from ..plots import dlcl_weights, plot_dlcl_weights, plot_omegas
+    from ..data.atomic import atomic_path
+    from ..science.plots import dlcl_weights, plot_dlcl_weights, plot_omegas
+    from ..training.admin_profiling import current_omegas
 
     model, _ = _load_model(args.model)
     config = model.config
@@ -175,8 +175,8 @@ def _cmd_plot(args: argparse.Namespace) -> int:
 
 
 def _cmd_data(args: argparse.Namespace) -> int:
-    from ..atomic import atomic_directory
     from ..data import available_splits, load_parallel, write_jsonl
+    from ..data.atomic import atomic_directory
 
     if not args.data_dir.is_dir():
         raise NotADirectoryError(f"--data-dir {args.data_dir}: no such directory")

@@ -275,7 +275,7 @@ def add_parsers(commands: Any) -> dict[str, Any]:
 
 
 def _parse_set(items: Sequence[str]) -> dict[str, Any]:
-    from ..configuration_deep_nmt import DeepNMTConfig
+    from ..model.configuration_deep_nmt import DeepNMTConfig
 
     known = set(DeepNMTConfig().to_dict())
     values: dict[str, Any] = {}

@@ -10,7 +10,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import IO, Any
 
-from ..atomic import temp_sibling
+from .atomic import temp_sibling
 from .reading import DataError, _check_langs
 
 __all__ = ["write_jsonl", "write_parallel_dir"]

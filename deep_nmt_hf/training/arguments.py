@@ -8,9 +8,9 @@ from typing import Any
 import torch
 from transformers import Seq2SeqTrainingArguments, TrainerCallback
 
-from ..admin import AdminProfilingCallback
-from ..configuration_deep_nmt import DeepNMTConfig
-from ..transformers_compat import checkpointing_argument
+from ..model.configuration_deep_nmt import DeepNMTConfig
+from ..model.transformers_compat import checkpointing_argument
+from .admin_profiling import AdminProfilingCallback
 from .divergence import DivergenceCallback
 from .loader import loader_arguments
 from .options import TrainingOptions, nmt_recipe

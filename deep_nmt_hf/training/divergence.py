@@ -10,7 +10,7 @@ from typing import Any
 import torch
 from transformers import TrainerCallback
 
-from ..distributed import process_group_is_up
+from .distributed import process_group_is_up
 from .precision import MIN_LOSS_SCALE, has_loss_scaler, loss_scale, step_was_skipped
 
 logger = logging.getLogger(__name__)

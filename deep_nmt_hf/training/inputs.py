@@ -14,10 +14,10 @@ from transformers import (
 )
 
 from .. import MODEL_TYPES, VARIANTS
-from ..configuration_deep_nmt import DeepNMTConfig
 from ..data import DataError, ReadReport, available_splits, load_parallel
-from ..preprocessing import main_process_first, tokenize_cached
-from ..tokenization import special_token_ids
+from ..data.preprocessing import main_process_first, tokenize_cached
+from ..data.tokenization import special_token_ids
+from ..model.configuration_deep_nmt import DeepNMTConfig
 from .options import TrainingOptions
 
 logger = logging.getLogger(__name__)
@@ -145,7 +145,7 @@ def _read_training_data(
 ) -> tuple[datasets.Dataset | datasets.IterableDataset, datasets.Dataset | None, str | None]:
     langs = (options.src_lang, options.tgt_lang)
     if options.streaming:
-        from ..streaming import streaming_pairs
+        from ..data.streaming import streaming_pairs
 
         train_set = streaming_pairs(
             options.data_source, options.train_split, *langs, options.seed, options.shuffle_buffer_size

@@ -38,14 +38,14 @@ class TrainingOptions:
     `torch_compile` compiles the model with `torch.compile` (the Trainer's `torch_compile`), with
     `torch_compile_backend` (default inductor; e.g. ``aot_eager`` traces without generating code).
 
-    Data path (`deep_nmt_hf.preprocessing`): the corpus, the trained tokenizer and the tokenized splits are
+    Data path (`deep_nmt_hf.data.preprocessing`): the corpus, the trained tokenizer and the tokenized splits are
     cached on disk by fingerprint under `cache_dir` (default ``$DEEP_NMT_HF_CACHE`` or the `datasets` cache)
     and reused by the next run with the same data and settings; `num_proc` processes tokenize;
     `tokenizer_sample` trains the tokenizer on that many pairs drawn with `seed` (default: every pair).
     `streaming` reads the training split as an `IterableDataset` (no Arrow copy; shuffled in a buffer of
     `shuffle_buffer_size` pairs; needs `max_steps`).
 
-    Recipe fields (issue #14; `TrainingOptions.from_recipe` fills them from `deep_nmt_hf.recipes`):
+    Recipe fields (issue #14; `TrainingOptions.from_recipe` fills them from `deep_nmt_hf.science.recipes`):
     `optimizer` (adam / adamw / radam) with `adam_beta1`, `adam_beta2`, `adam_epsilon`, `weight_decay`;
     `max_grad_norm` 0 = no clipping; `max_tokens` (fairseq's --max-tokens: token-budget batches per process
     instead of `batch_size` sentences); `length_penalty` and `length_penalty_form` ("fairseq" = Transformers'
@@ -131,8 +131,8 @@ class TrainingOptions:
 
     @classmethod
     def from_recipe(cls, recipe: str | None, **explicit: Any) -> TrainingOptions:
-        """Options from a named recipe (`deep_nmt_hf.recipes`), then `explicit` fields on top (they win)."""
-        from ..recipes import recipe_options
+        """Options from a named recipe (`deep_nmt_hf.science.recipes`), then `explicit` fields on top (they win)."""
+        from ..science.recipes import recipe_options
 
         values = recipe_options(recipe) if recipe is not None else {}
         return cls(**{**values, **explicit, "recipe": recipe})
@@ -182,8 +182,8 @@ class TrainingOptions:
                 raise ValueError(f"{name}={value!r} must be a positive integer (or None)")
         if self.weight_decay < 0:
             raise ValueError(f"weight_decay={self.weight_decay} must be >= 0")
-        from ..length_penalty import LENGTH_PENALTY_FORMS
-        from ..optimizers import optimizer_cls_and_kwargs
+        from .length_penalty import LENGTH_PENALTY_FORMS
+        from .optimizers import optimizer_cls_and_kwargs
 
         optimizer_cls_and_kwargs(
             self.optimizer, self.learning_rate, (self.adam_beta1, self.adam_beta2), self.adam_epsilon
@@ -193,7 +193,7 @@ class TrainingOptions:
                 f"length_penalty_form={self.length_penalty_form!r}; valid: {', '.join(LENGTH_PENALTY_FORMS)}"
             )
         if self.recipe is not None:
-            from ..recipes import get_recipe
+            from ..science.recipes import get_recipe
 
             get_recipe(self.recipe)
         if isinstance(self.skip_nonfinite_batches, bool) or self.skip_nonfinite_batches < 0:
@@ -222,7 +222,7 @@ SAVE_STRATEGIES = ("steps", "epoch")
 
 def check_schedule(options: TrainingOptions) -> None:
     """Validate gradient accumulation, the checkpoint strategy and ADMIN's profiling choices."""
-    from ..admin import PROFILE_POSITIONS
+    from .admin_profiling import PROFILE_POSITIONS
 
     value = options.gradient_accumulation_steps
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:

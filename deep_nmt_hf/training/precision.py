@@ -76,7 +76,7 @@ def _launcher_precision() -> str | None:
 def choose_precision(options: Any, hardware: Hardware | None = None) -> tuple[str, str | None]:
     """(the precision the run uses, a warning to log or None) for `options`; ValueError where an explicit
     precision cannot run here."""
-    from ..recipes import recipe_precision
+    from ..science.recipes import recipe_precision
 
     hardware = hardware or Hardware.here()
     explicit, launcher = options.precision, _launcher_precision()

@@ -15,7 +15,7 @@ import datasets
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from ..data import ReadReport
-from ..recipes import recipe_record
+from ..science.recipes import recipe_record
 from .metrics import compute_translation_metrics
 from .options import TrainingOptions
 from .precision import precision_record, precision_used

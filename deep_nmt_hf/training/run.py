@@ -18,22 +18,22 @@ from transformers import (
     set_seed,
 )
 
-from ..averaging import average_into, find_checkpoints, last_checkpoint
-from ..configuration_deep_nmt import DeepNMTConfig
 from ..data import ReadReport
-from ..generation_settings import translation_generation_config
-from ..length_penalty import set_length_penalty
-from ..optimizers import optimizer_cls_and_kwargs
-from ..preprocessing import cached_tokenizer
-from ..recipes import describe, recipe_config
-from ..sharding import shard_model, shard_summary
+from ..data.preprocessing import cached_tokenizer
+from ..model.configuration_deep_nmt import DeepNMTConfig
+from ..science.recipes import describe, recipe_config
 from .arguments import training_arguments, training_callbacks
+from .averaging import average_into, find_checkpoints, last_checkpoint
+from .generation_settings import translation_generation_config
 from .inputs import _load_training_data, build_config, load_split, resolve_variant, tokenize_dataset
+from .length_penalty import set_length_penalty
 from .loader import training_collator
 from .metrics import make_compute_metrics
+from .optimizers import optimizer_cls_and_kwargs
 from .options import TrainingOptions
 from .precision import resolve_precision
 from .record import recipe_values_used, run_record, score_splits
+from .sharding import shard_model, shard_summary
 from .staging import METRICS_FILE, SAVING_DIR, _check_output_dir, _partial_dir, staged_output_dir
 from .trainer import DeepNMTTrainer
 
@@ -60,7 +60,7 @@ def train(
 
     Several processes (`accelerate launch`, torchrun: WORLD_SIZE > 1 in the environment): every rank checks
     the output directory; the main process reads the corpus, trains the tokenizer and tokenizes into the
-    fingerprinted cache (`deep_nmt_hf.preprocessing`) while the others wait, then they load the same entries; the Trainer shards the data (global batch = world size × `batch_size`); at the end every
+    fingerprinted cache (`deep_nmt_hf.data.preprocessing`) while the others wait, then they load the same entries; the Trainer shards the data (global batch = world size × `batch_size`); at the end every
     rank takes part in saving the model (needed for FSDP / DeepSpeed), then rank 0 alone reloads it, scores,
     writes ``metrics.json`` and renames the staging directory. The output directory must be on a file
     system all ranks share. Non-zero ranks return ``{"process_index": rank, "global_step": ...}``.
@@ -102,7 +102,7 @@ def train(
         )
         langs = (options.src_lang, options.tgt_lang)
         if options.streaming:
-            from ..streaming import streaming_tokenizer
+            from ..data.streaming import streaming_tokenizer
 
             source = (options.data_source, options.train_split)
             tokenizer, _ = streaming_tokenizer(
@@ -276,7 +276,7 @@ def _tokenized_splits(
     lengths = (options.max_source_length, options.max_target_length)
     langs = (options.src_lang, options.tgt_lang)
     if isinstance(train_set, datasets.IterableDataset):
-        from ..streaming import streaming_tokenized
+        from ..data.streaming import streaming_tokenized
 
         train_tokens = streaming_tokenized(train_set, tokenizer, *langs, *lengths)
     else:

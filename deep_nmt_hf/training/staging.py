@@ -9,7 +9,7 @@ import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
-from ..atomic import apply_umask_modes
+from ..data.atomic import apply_umask_modes
 from .options import TrainingOptions
 
 logger = logging.getLogger(__name__)

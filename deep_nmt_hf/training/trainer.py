@@ -16,16 +16,16 @@ from transformers import (
 from transformers.trainer import OPTIMIZER_NAME, SCHEDULER_NAME
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, rotate_checkpoints
 
-from ..atomic import apply_umask_modes
-from ..averaging import checkpoint_name
-from ..sharding import (
+from ..data.atomic import apply_umask_modes
+from .averaging import checkpoint_name
+from .divergence import DivergenceCallback
+from .sharding import (
     full_optimizer_state_dict,
     full_state_dict,
     is_sharded,
     load_full_checkpoint,
     own_class,
 )
-from .divergence import DivergenceCallback
 from .staging import SAVING_DIR, _fsync_tree
 
 logger = logging.getLogger(__name__)
@@ -148,7 +148,7 @@ class DeepNMTTrainer(Seq2SeqTrainer):
             and isinstance(dataset, datasets.Dataset)
             and "src_len" in dataset.column_names
         ):
-            from ..batching import LengthGroupedSampler, length_column
+            from ..data.batching import LengthGroupedSampler, length_column
 
             # one int32 column, no token lists; the order in one numpy array
             lengths = length_column(dataset, "src_len")
@@ -200,7 +200,7 @@ class DeepNMTTrainer(Seq2SeqTrainer):
             return super().get_train_dataloader()
         from torch.utils.data import DataLoader
 
-        from ..batching import TokenBudgetBatchSampler, dataset_lengths
+        from ..data.batching import TokenBudgetBatchSampler, dataset_lengths
 
         if self.train_dataset is None:
             raise ValueError("Trainer: training requires a train_dataset.")

@@ -17,8 +17,8 @@ from transformers import (
     PreTrainedTokenizerBase,
 )
 
-from ..length_penalty import generation_kwargs
 from .inputs import load_split
+from .length_penalty import generation_kwargs
 from .metrics import compute_translation_metrics
 
 logger = logging.getLogger(__name__)

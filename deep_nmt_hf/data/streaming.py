@@ -24,9 +24,9 @@ from typing import Any
 import datasets
 from transformers import PreTrainedTokenizerBase
 
-from .data.arrow import source_fingerprint, translation_features
-from .data.reading import DataError, _aligned_pairs, _check_langs, _find_file, _jsonl_pairs
+from .arrow import source_fingerprint, translation_features
 from .preprocessing import _encoder, _tokenizer_entry
+from .reading import DataError, _aligned_pairs, _check_langs, _find_file, _jsonl_pairs
 
 __all__ = ["DEFAULT_TOKENIZER_SAMPLE", "streaming_pairs", "streaming_tokenizer", "streaming_tokenized"]
 

@@ -34,8 +34,8 @@ import yaml
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
 from huggingface_hub.utils import HFValidationError, validate_repo_id
 
-from . import VARIANTS
-from .atomic import apply_umask_modes
+from .. import VARIANTS
+from ..data.atomic import apply_umask_modes
 
 __all__ = [
     "CARD_DIR",
@@ -52,7 +52,7 @@ __all__ = [
 
 def card_dir() -> Path:
     """The model-card templates: inside the installed package (a wheel), else the checkout's ``model_cards/``."""
-    package = Path(__file__).resolve().parent
+    package = Path(__file__).resolve().parents[1]  # deep_nmt_hf/
     candidates = (package / "model_cards", package.parent / "model_cards")
     for candidate in candidates:
         if (candidate / "card.md.j2").is_file():
@@ -258,7 +258,7 @@ def _dataset(record: dict[str, Any], override: str | None) -> tuple[str | None, 
 
 
 def _synthetic_pair(src: str | None, tgt: str | None) -> bool:
-    from .synthetic import SRC_LANG, TGT_LANG
+    from ..data.synthetic import SRC_LANG, TGT_LANG
 
     return (src, tgt) == (SRC_LANG, TGT_LANG)
 
@@ -537,7 +537,7 @@ def _recipe_rows(recipe: dict[str, Any] | None) -> dict[str, Any] | None:
 
 def _example_source(synthetic: bool) -> str:
     if synthetic:
-        from .synthetic import demo_splits
+        from ..data.synthetic import demo_splits
 
         return demo_splits(train=1, valid=1, test=1, seed=0)["test"][0][0]
     return "A sentence to translate."
@@ -594,9 +594,9 @@ def prepare_upload(
     """
     from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
-    from .admin import current_omegas
+    from ..science.plots import plot_dlcl_weights
+    from ..training.admin_profiling import current_omegas
     from .folding import fold_directory
-    from .plots import plot_dlcl_weights
 
     model_dir, _ = _check_model_dir(model_dir)
     if repo_id is not None:

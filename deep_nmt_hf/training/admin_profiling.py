@@ -51,9 +51,9 @@ import torch
 from torch import nn
 from transformers import TrainerCallback
 
+from ..model.residual import AdminOmega
+from ..science.plots import plot_omegas
 from .distributed import process_group_is_up
-from .plots import plot_omegas
-from .residual import AdminOmega
 from .sharding import broadcast_object, gathered_parameters, is_sharded
 
 logger = logging.getLogger(__name__)
@@ -292,7 +292,7 @@ class AdminProfilingCallback(TrainerCallback):
 
     def budget_batch(self, dataset: Any) -> list[int]:
         """The indices of the first batch of `max_tokens` (every rank the same: one replica, the run's seed)."""
-        from .batching import TokenBudgetBatchSampler, dataset_lengths
+        from ..data.batching import TokenBudgetBatchSampler, dataset_lengths
 
         sampler = TokenBudgetBatchSampler(
             *dataset_lengths(dataset), max_tokens=self.max_tokens, seed=self.seed

@@ -38,7 +38,7 @@ import datasets
 import pyarrow.compute as pc
 from transformers import AutoTokenizer, PreTrainedTokenizerBase
 
-from .data.arrow import WRITE_BATCH_SIZE, _building, cache_root
+from .arrow import WRITE_BATCH_SIZE, _building, cache_root
 from .tokenization import train_tokenizer
 
 logger = logging.getLogger(__name__)

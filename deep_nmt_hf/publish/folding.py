@@ -45,7 +45,7 @@ from transformers import (
     PreTrainedModel,
 )
 
-from .atomic import atomic_directory
+from ..data.atomic import atomic_directory
 
 STOCK_LAYER_NORM_EPS = 1e-5
 
@@ -298,7 +298,7 @@ def _float32_reference(model: PreTrainedModel) -> PreTrainedModel:
     """`model` (a copy: changed in place) in float32 with its sinusoidal position tables recomputed in float32: the
     weights of a bf16 / fp16 model upcast exactly, and the fixed positions at the precision the stock classes use
     (a bf16 table is rounded; the stock model computes its own in float32)."""
-    from .modeling_deep_nmt import SinusoidalPositions, sinusoidal_table
+    from ..model.modeling_deep_nmt import SinusoidalPositions, sinusoidal_table
 
     model = model.float()
     for module in model.modules():
@@ -323,7 +323,7 @@ def fold_to_stock(
     device = _device_of(model)
     reference = model
     if _is_shared(config):
-        from .layer_sharing import unroll
+        from ..model.layer_sharing import unroll
 
         reference = unroll(model)  # a new model on the same device and dtype
         config = reference.config

@@ -27,7 +27,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from .atomic import atomic_directory
+from ..data.atomic import atomic_directory
 from .folding import check_model_dir, fold_directory, fold_to_stock
 
 QUANTIZATIONS = ("float32", "int8", "int8_float32", "int16", "float16", "bfloat16", "int8_float16")
