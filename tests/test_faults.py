@@ -278,10 +278,11 @@ def test_empty_pairs_are_dropped_and_over_long_pairs_truncated_and_counted(
 
 
 def test_tokenize_dataset_counts_truncation_and_matches_the_tokenizer(data_dir: Path) -> None:
+    from deep_nmt_hf.data import load_parallel
     from deep_nmt_hf.data.tokenization import train_tokenizer
-    from deep_nmt_hf.training import load_split, tokenize_dataset
+    from deep_nmt_hf.training import tokenize_dataset
 
-    dataset = load_split(data_dir, "train", SRC_LANG, TGT_LANG).select(range(12))
+    dataset = load_parallel(data_dir, "train", SRC_LANG, TGT_LANG).select(range(12))
     pairs = dataset["translation"]
     tokenizer = train_tokenizer([p[lang] for p in pairs for lang in (SRC_LANG, TGT_LANG)], vocab_size=200)
     stats: dict[str, int] = {}

@@ -178,7 +178,7 @@ def test_tokenized_cache_is_reused_and_counts_truncation(
     assert rows["src_len"] == [min(len(s), 10) for s in full[:50]]
     assert rows["tgt_len"] == [len(t) for t in rows["labels"]]
 
-    monkeypatch.setattr(preprocessing, "_encoder", lambda *a: pytest.fail("tokenized again"))
+    monkeypatch.setattr(preprocessing, "pair_encoder", lambda *a: pytest.fail("tokenized again"))
     second = tokenize_cached(dataset, tokenizer, SRC_LANG, TGT_LANG, 10, 9, cache_dir=tmp_path)
     assert second.from_cache and second.fingerprint == first.fingerprint and second.path == first.path
     assert second.truncated_pairs == expected and second.dataset[:50] == rows
@@ -252,7 +252,7 @@ def test_preprocess_prints_the_cache_and_train_picks_it_up(
 
     monkeypatch.setattr("deep_nmt_hf.data.reading.build_translation_arrow", lambda *a: pytest.fail("read"))
     monkeypatch.setattr(preprocessing, "train_tokenizer", lambda *a, **k: pytest.fail("trained"))
-    monkeypatch.setattr(preprocessing, "_encoder", lambda *a: pytest.fail("tokenized"))
+    monkeypatch.setattr(preprocessing, "pair_encoder", lambda *a: pytest.fail("tokenized"))
     options = TrainingOptions(
         output_dir=str(tmp_path / "out"), data_source=corpus, src_lang=SRC_LANG, tgt_lang=TGT_LANG,
         vocab_size=200, max_source_length=16, cache_dir=str(tmp_path),

@@ -71,3 +71,26 @@ def test_save_load_round_trip_is_exact(tmp_path) -> None:
     assert loaded.generation_config.num_beams == 4 and loaded.generation_config.length_penalty == 0.6
     assert loaded.generation_config.forced_eos_token_id == model.config.eos_token_id
     assert loaded.generation_config.decoder_start_token_id == model.config.pad_token_id
+
+
+TWO_FOLDERS = """
+import json
+from transformers import AutoModelForSeq2SeqLM
+saved = []
+for name in ("first", "second"):
+    model = AutoModelForSeq2SeqLM.from_pretrained(name, trust_remote_code=True)
+    model.save_pretrained(name + "-again")
+    saved.append(json.load(open(name + "-again/config.json"))["custom_pipelines"]["translation"]["impl"])
+print(json.dumps({"impl": saved}))
+"""
+
+
+def test_two_remote_code_checkpoints_re_save_in_one_process(tmp_path) -> None:
+    """Each folder's remote code is its own copy of the pipeline class; only the first copy was registered, so
+    re-saving the second checkpoint failed (no `_registered_impl`). Both re-save and keep the pipeline entry."""
+    for seed, name in ((1, "first"), (2, "second")):
+        tiny_model(seed=seed).save_pretrained(tmp_path / name)
+
+    result = run_without_package(TWO_FOLDERS, tmp_path)
+
+    assert result["impl"] == ["translation_pipeline.TranslationPipeline"] * 2

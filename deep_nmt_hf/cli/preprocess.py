@@ -65,9 +65,8 @@ def _cmd_preprocess(args: argparse.Namespace) -> int:
 
     from transformers import AutoTokenizer
 
-    from ..data import ReadReport
+    from ..data import ReadReport, load_parallel
     from ..data.preprocessing import cached_tokenizer, main_process_first, tokenize_cached
-    from ..training import load_split
 
     for name in ("num_proc", "tokenizer_sample", "max_train_samples"):
         value = getattr(args, name)
@@ -75,8 +74,9 @@ def _cmd_preprocess(args: argparse.Namespace) -> int:
             raise ValueError(f"--{name.replace('_', '-')}={value} must be a positive integer")
     report = ReadReport()
     with main_process_first():
-        train_set = load_split(
-            _data_source(args), args.train_split, args.src_lang, args.tgt_lang, report, args.cache_dir
+        langs = (args.src_lang, args.tgt_lang)
+        train_set = load_parallel(
+            _data_source(args), args.train_split, *langs, report=report, cache_dir=args.cache_dir
         )
     if args.max_train_samples is not None and len(train_set) > args.max_train_samples:
         train_set = train_set.select(range(args.max_train_samples))

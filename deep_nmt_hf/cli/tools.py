@@ -142,8 +142,8 @@ def _cmd_export(args: argparse.Namespace) -> int:
 
 def _cmd_plot(args: argparse.Namespace) -> int:
     from ..data.atomic import atomic_path
+    from ..model.residual import current_omegas
     from ..science.plots import dlcl_weights, plot_dlcl_weights, plot_omegas
-    from ..training.admin_profiling import current_omegas
 
     model, _ = _load_model(args.model)
     config = model.config

@@ -138,7 +138,7 @@ def cached_tokenizer(
     """The joint BPE tokenizer of `dataset` (`tokenization.train_tokenizer` on `corpus_texts`), from the cache
     when an entry with the same corpus, settings, sample and seed exists; returns it and its directory."""
     key = ("tokenizer", dataset._fingerprint, vocab_size, model_max_length, sample, seed)
-    return _tokenizer_entry(
+    return tokenizer_entry(
         key,
         lambda: corpus_texts(dataset, src_lang, tgt_lang, sample=sample, seed=seed),
         vocab_size,
@@ -147,7 +147,7 @@ def cached_tokenizer(
     )
 
 
-def _tokenizer_entry(
+def tokenizer_entry(
     key: tuple[Any, ...],
     texts: Callable[[], Iterator[str]],
     vocab_size: int,
@@ -182,7 +182,7 @@ class TokenizedSplit:
     from_cache: bool
 
 
-def _encoder(
+def pair_encoder(
     tokenizer: PreTrainedTokenizerBase,
     src_lang: str,
     tgt_lang: str,
@@ -268,7 +268,7 @@ def tokenize_cached(
             with _building(entry) as temp:
                 workers = num_proc if num_proc is not None and num_proc > 1 and len(dataset) > 1 else None
                 mapped = dataset.map(
-                    _encoder(tokenizer, src_lang, tgt_lang, max_source_length, max_target_length),
+                    pair_encoder(tokenizer, src_lang, tgt_lang, max_source_length, max_target_length),
                     batched=True,
                     batch_size=WRITE_BATCH_SIZE,  # one Arrow record batch per map batch: few headers to open
                     writer_batch_size=WRITE_BATCH_SIZE,

@@ -78,7 +78,7 @@ class ReadReport:
 
 
 # --------------------------------------------------------------------------------------------------- helpers
-def _check_langs(src_lang: str, tgt_lang: str) -> None:
+def check_langs(src_lang: str, tgt_lang: str) -> None:
     for name, lang in (("src_lang", src_lang), ("tgt_lang", tgt_lang)):
         if not isinstance(lang, str) or not lang:
             raise ValueError(f"{name} must be a non-empty string, got {lang!r}")
@@ -174,7 +174,7 @@ def available_splits(data_dir: str | os.PathLike[str], src_lang: str, tgt_lang: 
     return sorted(splits)
 
 
-def _find_file(data_dir: Path, split: str, lang: str, src_lang: str, tgt_lang: str) -> Path:
+def find_file(data_dir: Path, split: str, lang: str, src_lang: str, tgt_lang: str) -> Path:
     plain = data_dir / f"{split}.{lang}"
     gz = data_dir / f"{split}.{lang}.gz"
     if plain.is_file() and gz.is_file():
@@ -197,7 +197,7 @@ def _find_file(data_dir: Path, split: str, lang: str, src_lang: str, tgt_lang: s
     )
 
 
-def _aligned_pairs(src_path: Path, tgt_path: Path, counts: dict[str, Any]) -> Iterator[tuple[str, str]]:
+def aligned_pairs(src_path: Path, tgt_path: Path, counts: dict[str, Any]) -> Iterator[tuple[str, str]]:
     """Yield the kept (non-empty) pairs of two line-aligned files; fill `counts` ("total", "first_dropped").
 
     Raises DataError (when exhausted) if a file is empty or the line counts differ."""
@@ -268,16 +268,16 @@ def read_parallel_dir(
     The pairs are streamed into an Arrow file in the cache (`cache_root(cache_dir)`, keyed by the files'
     paths, sizes and mtimes) and the dataset is memory-mapped from it; the next call with unchanged files
     only loads it."""
-    _check_langs(src_lang, tgt_lang)
+    check_langs(src_lang, tgt_lang)
     data_dir = Path(data_dir)
     if not data_dir.is_dir():
         raise DataError(f"{data_dir}: not a directory; expected a folder of {{split}}.{{lang}}[.gz] files")
-    src_path = _find_file(data_dir, split, src_lang, src_lang, tgt_lang)
-    tgt_path = _find_file(data_dir, split, tgt_lang, src_lang, tgt_lang)
+    src_path = find_file(data_dir, split, src_lang, src_lang, tgt_lang)
+    tgt_path = find_file(data_dir, split, tgt_lang, src_lang, tgt_lang)
     return _cached_read(
         "parallel",
         [src_path, tgt_path],
-        lambda counts: _aligned_pairs(src_path, tgt_path, counts),
+        lambda counts: aligned_pairs(src_path, tgt_path, counts),
         src_lang,
         tgt_lang,
         cache_dir,
@@ -286,7 +286,7 @@ def read_parallel_dir(
 
 
 # ------------------------------------------------------------------------------------------------ json lines
-def _jsonl_pairs(
+def jsonl_pairs(
     path: Path, src_lang: str, tgt_lang: str, counts: dict[str, Any]
 ) -> Iterator[tuple[str, str]]:
     """Yield the kept pairs of a JSON-lines file; fill `counts`. DataError with file and line on bad rows."""
@@ -343,14 +343,14 @@ def read_jsonl(
     """Read ``{"translation": {src_lang: ..., tgt_lang: ...}}`` lines (other keys are ignored).
 
     Streamed into a cached, memory-mapped Arrow file like `read_parallel_dir`."""
-    _check_langs(src_lang, tgt_lang)
+    check_langs(src_lang, tgt_lang)
     path = Path(path)
     if not path.is_file():
         raise DataError(f"missing file {path}; expected a JSON-lines file of {{'translation': {{...}}}} rows")
     return _cached_read(
         "jsonl",
         [path],
-        lambda counts: _jsonl_pairs(path, src_lang, tgt_lang, counts),
+        lambda counts: jsonl_pairs(path, src_lang, tgt_lang, counts),
         src_lang,
         tgt_lang,
         cache_dir,
@@ -374,7 +374,7 @@ def load_hub_dataset(
     one. Pairs with an empty (or missing) side are dropped (empty-line policy). Works on local data too, e.g.
     ``load_hub_dataset("json", "en", "de", "train", data_files="train.jsonl")``.
     """
-    _check_langs(src_lang, tgt_lang)
+    check_langs(src_lang, tgt_lang)
     label = name if config_name is None else f"{name} (config {config_name!r})"
     try:
         loaded = datasets.load_dataset(name, config_name, split=split, **kwargs)

@@ -25,8 +25,8 @@ import datasets
 from transformers import PreTrainedTokenizerBase
 
 from .arrow import source_fingerprint, translation_features
-from .preprocessing import _encoder, _tokenizer_entry
-from .reading import DataError, _aligned_pairs, _check_langs, _find_file, _jsonl_pairs
+from .preprocessing import pair_encoder, tokenizer_entry
+from .reading import DataError, aligned_pairs, check_langs, find_file, jsonl_pairs
 
 __all__ = ["DEFAULT_TOKENIZER_SAMPLE", "streaming_pairs", "streaming_tokenizer", "streaming_tokenized"]
 
@@ -43,7 +43,7 @@ def _source_files(
         for suffix in (".jsonl", ".json"):
             if (path / f"{split}{suffix}").is_file():
                 return "jsonl", [str(path / f"{split}{suffix}")]
-        files = [_find_file(path, split, lang, src_lang, tgt_lang) for lang in (src_lang, tgt_lang)]
+        files = [find_file(path, split, lang, src_lang, tgt_lang) for lang in (src_lang, tgt_lang)]
         return "parallel", [str(file) for file in files]
     raise DataError(
         f"{path}: --streaming needs a local directory of {{split}}.{{lang}}[.gz] files or a .jsonl file"
@@ -53,9 +53,9 @@ def _source_files(
 def _rows(kind: str, files: tuple[str, ...], src_lang: str, tgt_lang: str) -> Iterator[dict[str, Any]]:
     counts: dict[str, Any] = {}
     if kind == "jsonl":
-        pairs = _jsonl_pairs(Path(files[0]), src_lang, tgt_lang, counts)
+        pairs = jsonl_pairs(Path(files[0]), src_lang, tgt_lang, counts)
     else:
-        pairs = _aligned_pairs(Path(files[0]), Path(files[1]), counts)
+        pairs = aligned_pairs(Path(files[0]), Path(files[1]), counts)
     for source, target in pairs:
         yield {"translation": {src_lang: source, tgt_lang: target}}
 
@@ -72,7 +72,7 @@ def streaming_pairs(
 ) -> datasets.IterableDataset:
     """The ``translation`` rows of a local corpus as a shuffled stream (buffer of `buffer_size` pairs, `seed`);
     with `rank` / `world_size`, only this rank's disjoint part (`split_dataset_by_node`)."""
-    _check_langs(src_lang, tgt_lang)
+    check_langs(src_lang, tgt_lang)
     if isinstance(buffer_size, bool) or not isinstance(buffer_size, int) or buffer_size < 1:
         raise ValueError(f"buffer_size={buffer_size!r} must be a positive integer")
     kind, files = _source_files(source, split, src_lang, tgt_lang)
@@ -100,7 +100,7 @@ def streaming_tokenized(
 ) -> datasets.IterableDataset:
     """`stream` tokenized on the fly: ``input_ids``, ``attention_mask``, ``labels``, ``src_len``, ``tgt_len``
     (truncated like `preprocessing.tokenize_cached`)."""
-    encode = _encoder(tokenizer, src_lang, tgt_lang, max_source_length, max_target_length)
+    encode = pair_encoder(tokenizer, src_lang, tgt_lang, max_source_length, max_target_length)
     return stream.map(encode, batched=True, batch_size=1000, remove_columns=["translation"]).remove_columns(
         "truncated"
     )
@@ -132,4 +132,4 @@ def streaming_tokenizer(
 
     key = ("stream-tokenizer", source_fingerprint(files, kind), vocab_size, model_max_length, sample, seed)
     key += (buffer_size,)
-    return _tokenizer_entry(key, texts, vocab_size, model_max_length, cache_dir)
+    return tokenizer_entry(key, texts, vocab_size, model_max_length, cache_dir)

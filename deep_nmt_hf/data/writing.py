@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from .atomic import temp_sibling
-from .reading import DataError, _check_langs
+from .reading import DataError, check_langs
 
 __all__ = ["write_jsonl", "write_parallel_dir"]
 
@@ -48,7 +48,7 @@ def write_jsonl(
     Only `src_lang` and `tgt_lang` are written. A row without them, or with a non-string value, raises
     DataError and leaves no file behind (an existing destination is kept unchanged).
     """
-    _check_langs(src_lang, tgt_lang)
+    check_langs(src_lang, tgt_lang)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     handle, temp = _temp_file(path)
@@ -85,7 +85,7 @@ def write_parallel_dir(
     strings, or a sentence containing a line break, raises DataError and leaves no file behind. Refuses to
     write next to an existing ``.gz`` twin (which would make the split ambiguous to read).
     """
-    _check_langs(src_lang, tgt_lang)
+    check_langs(src_lang, tgt_lang)
     data_dir = Path(data_dir)
     data_dir.mkdir(parents=True, exist_ok=True)
     destinations = [data_dir / f"{split}.{src_lang}", data_dir / f"{split}.{tgt_lang}"]

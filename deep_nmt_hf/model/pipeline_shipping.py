@@ -45,7 +45,9 @@ def custom_pipelines_entry() -> dict[str, Any]:
     """``{"translation": {"impl": "translation_pipeline.TranslationPipeline", "pt": [...], "type": "text"}}``:
     the registration of `TranslationPipeline` as `Pipeline.save_pretrained` records it in config.json."""
     register_translation_pipeline()
-    info = dict(TranslationPipeline._registered_impl[TASK])
+    # the registry's entry: a process that loaded two remote-code checkpoints registered only the first one's
+    # copy of the class, so the second copy has no `_registered_impl` of its own
+    info = dict(getattr(TranslationPipeline, "_registered_impl", PIPELINE_REGISTRY.supported_tasks)[TASK])
     info["impl"] = f"{info['impl'].__module__.split('.')[-1]}.{info['impl'].__name__}"
     info["pt"] = [model_class.__name__ for model_class in info["pt"]]
     return {TASK: info}

@@ -109,3 +109,19 @@ def initial_omega(config: DeepNMTConfig, side: str) -> float:
     if config.admin_init == "analytic":
         return analytic_omega(num_sublayers(config, side))
     return 1.0
+
+
+def residual_sublayers(model: nn.Module) -> dict[str, list[nn.Module]]:
+    """Every residual sublayer of `model` (a base model or one with ``.model``), per side."""
+    base = model.model if hasattr(model, "model") else model
+    return {"encoder": base.encoder.sublayers(), "decoder": base.decoder.sublayers()}
+
+
+def current_omegas(model: nn.Module) -> dict[str, list[float]]:
+    """The mean skip-branch scale of every sublayer: ADMIN's ω (eq. 5), DeepNorm's α, 1.0 where none."""
+    return {
+        side: [
+            1.0 if s.residual_scale is None else s.residual_scale.value().float().mean().item() for s in subs
+        ]
+        for side, subs in residual_sublayers(model).items()
+    }

@@ -381,7 +381,7 @@ def render_model_card(
 
     `folded`: the fold report (`folding.FoldReport` as a dict) when the card describes the folded stock model.
     `code_files`: the code files shipped for `trust_remote_code`. `plots`: file names of plots in the upload
-    folder (``admin_omega.png``, ``dlcl_weights.png``) to show (default: those in `model_dir`). `trained_omegas`: `admin.current_omegas` of the
+    folder (``admin_omega.png``, ``dlcl_weights.png``) to show (default: those in `model_dir`). `trained_omegas`: `model.residual.current_omegas` of the
     trained model. `dataset`: the Hub dataset id the training data came from, when `metrics.json` records a
     local path (otherwise a Hub dataset recorded there is used). Missing values are left out.
     """
@@ -594,8 +594,8 @@ def prepare_upload(
     """
     from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
+    from ..model.residual import current_omegas
     from ..science.plots import plot_dlcl_weights
-    from ..training.admin_profiling import current_omegas
     from .folding import fold_directory
 
     model_dir, _ = _check_model_dir(model_dir)

@@ -21,8 +21,9 @@ splits, tokenization), `trainer` (DeepNMTTrainer), `divergence`, `staging`, `met
 (`train`).
 """
 
+from ..data.corpus import tokenize_dataset
 from .divergence import DivergenceCallback, TrainingDivergedError
-from .inputs import VALID_SPLIT_CANDIDATES, build_config, load_split, resolve_variant, tokenize_dataset
+from .inputs import VALID_SPLIT_CANDIDATES, build_config, resolve_variant, training_corpus
 from .metrics import compute_translation_metrics, make_compute_metrics, paired_bootstrap
 from .options import ADAM_BETAS, TRAIN_SAMPLING, TrainingOptions, nmt_recipe
 from .run import train
@@ -44,13 +45,13 @@ __all__ = [
     "build_config",
     "compute_translation_metrics",
     "evaluate_model",
-    "load_split",
     "make_compute_metrics",
     "paired_bootstrap",
     "nmt_recipe",
     "resolve_variant",
     "staged_output_dir",
     "tokenize_dataset",
+    "training_corpus",
     "train",
     "translate",
 ]

@@ -51,17 +51,12 @@ import torch
 from torch import nn
 from transformers import TrainerCallback
 
-from ..model.residual import AdminOmega
+from ..model.residual import AdminOmega, current_omegas, residual_sublayers
 from ..science.plots import plot_omegas
 from .distributed import process_group_is_up
 from .sharding import broadcast_object, gathered_parameters, is_sharded
 
 logger = logging.getLogger(__name__)
-
-
-def _admin_sublayers(model: nn.Module) -> dict[str, list[nn.Module]]:
-    base = model.model if hasattr(model, "model") else model
-    return {"encoder": base.encoder.sublayers(), "decoder": base.decoder.sublayers()}
 
 
 PROFILE_POSITIONS = ("all", "non_pad")
@@ -96,7 +91,7 @@ def admin_profile(
         raise ValueError(f"admin_profile needs residual_scaling='admin', got {config.residual_scaling!r}")
     if positions not in PROFILE_POSITIONS:
         raise ValueError(f"positions={positions!r}; valid: {', '.join(PROFILE_POSITIONS)}")
-    sides = _admin_sublayers(model)
+    sides = residual_sublayers(model)
     for sublayers in sides.values():
         for sublayer in sublayers:
             if isinstance(sublayer.residual_scale, AdminOmega):
@@ -199,24 +194,11 @@ def _decoder_inputs(model: nn.Module, batch: dict[str, torch.Tensor]) -> dict[st
     return {"decoder_input_ids": model.prepare_decoder_input_ids_from_labels(batch["labels"])}
 
 
-def current_omegas(model: nn.Module) -> dict[str, list[float]]:
-    """The mean ω of every sublayer (1.0 where the skip branch is not scaled)."""
-    out = {}
-    for side, sublayers in _admin_sublayers(model).items():
-        out[side] = [_scale_mean(s.residual_scale) for s in sublayers]
-    return out
-
-
-def _scale_mean(scale: nn.Module | None) -> float:
-    """The mean of one skip-branch scale (ADMIN's ω, DeepNorm's α), 1.0 where the skip branch is not scaled."""
-    return 1.0 if scale is None else scale.value().float().mean().item()
-
-
 def broadcast_omegas(model: nn.Module) -> None:
     """Make every rank hold rank 0's ω (no-op outside torch.distributed)."""
     if not process_group_is_up():
         return
-    for sublayers in _admin_sublayers(model).values():
+    for sublayers in residual_sublayers(model).values():
         for sublayer in sublayers:
             if isinstance(sublayer.residual_scale, AdminOmega):
                 torch.distributed.broadcast(sublayer.residual_scale.omega.data, src=0)
@@ -224,7 +206,7 @@ def broadcast_omegas(model: nn.Module) -> None:
 
 def set_omegas(model: nn.Module, omegas: dict[str, list[float]]) -> None:
     """Write {"encoder": [ω...], "decoder": [ω...]} into the model (works on FSDP2 shards: a fill)."""
-    for side, sublayers in _admin_sublayers(model).items():
+    for side, sublayers in residual_sublayers(model).items():
         for sublayer, omega in zip(sublayers, omegas[side], strict=True):
             if isinstance(sublayer.residual_scale, AdminOmega):
                 sublayer.residual_scale.set_(omega)

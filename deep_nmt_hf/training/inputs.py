@@ -15,7 +15,8 @@ from transformers import (
 
 from .. import MODEL_TYPES, VARIANTS
 from ..data import DataError, ReadReport, available_splits, load_parallel
-from ..data.preprocessing import main_process_first, tokenize_cached
+from ..data.corpus import TrainingCorpus
+from ..data.preprocessing import main_process_first
 from ..data.tokenization import special_token_ids
 from ..model.configuration_deep_nmt import DeepNMTConfig
 from .options import TrainingOptions
@@ -68,20 +69,6 @@ def build_config(
     return config_class(**fields_)
 
 
-def load_split(
-    source: str | os.PathLike[str],
-    split: str,
-    src_lang: str,
-    tgt_lang: str,
-    report: ReadReport | None = None,
-    cache_dir: str | os.PathLike[str] | None = None,
-) -> datasets.Dataset:
-    """One split via `data.load_parallel` (its bad-data policy: DataError naming file and line for undecodable
-    text, empty pairs dropped and counted into `report`). A `Path` (or a path-like string) never falls back to
-    the Hub: `load_parallel` makes that check."""
-    return load_parallel(source, split, src_lang, tgt_lang, report=report, cache_dir=cache_dir)
-
-
 def _find_valid_split(source: str | os.PathLike[str], src_lang: str, tgt_lang: str) -> str | None:
     """The first of VALID_SPLIT_CANDIDATES that the source has (a directory is listed, a Hub name probed)."""
     path = Path(source).expanduser()
@@ -92,44 +79,24 @@ def _find_valid_split(source: str | os.PathLike[str], src_lang: str, tgt_lang: s
         return None  # one JSON-lines file is one split
     for name in VALID_SPLIT_CANDIDATES:
         with contextlib.suppress(DataError):
-            load_split(source, name, src_lang, tgt_lang)
+            load_parallel(source, name, src_lang, tgt_lang)
             return name
     return None
 
 
-def tokenize_dataset(
-    dataset: datasets.Dataset,
-    tokenizer: PreTrainedTokenizerBase,
-    src_lang: str,
-    tgt_lang: str,
-    max_source_length: int = 128,
-    max_target_length: int = 128,
-    stats: dict[str, int] | None = None,
-    num_proc: int | None = None,
-    cache_dir: str | os.PathLike[str] | None = None,
-) -> datasets.Dataset:
-    """Map ``{"translation": {src, tgt}}`` rows to ``input_ids``, ``attention_mask``, ``labels`` and the
-    per-pair lengths ``src_len`` / ``tgt_len`` (`preprocessing.tokenize_cached`: a fingerprinted on-disk
-    cache, reused by the next run and by every rank; `num_proc` tokenizing workers).
-
-    Over-long pairs are truncated (not dropped): the source to `max_source_length` tokens and the target to
-    `max_target_length` tokens, both still ending in ``</s>`` (the same ids as the tokenizer's own
-    ``truncation=True``). When `stats` is given, ``stats["truncated_pairs"]`` is set to the number of pairs
-    that were cut on at least one side.
-    """
-    split = tokenize_cached(
-        dataset,
-        tokenizer,
-        src_lang,
-        tgt_lang,
-        max_source_length,
-        max_target_length,
-        num_proc=num_proc,
-        cache_dir=cache_dir,
+def training_corpus(options: TrainingOptions) -> TrainingCorpus:
+    """The training split as `options` asks for it: map-style, or streamed with ``--streaming``."""
+    return TrainingCorpus(
+        options.data_source,
+        options.train_split,
+        options.src_lang,
+        options.tgt_lang,
+        streaming=options.streaming,
+        seed=options.seed,
+        buffer_size=options.shuffle_buffer_size,
+        cache_dir=options.cache_dir,
+        num_proc=options.num_proc,
     )
-    if stats is not None:
-        stats["truncated_pairs"] = split.truncated_pairs
-    return split.dataset.remove_columns("truncated")
 
 
 def _load_training_data(
@@ -144,16 +111,7 @@ def _read_training_data(
     options: TrainingOptions, report: ReadReport | None = None
 ) -> tuple[datasets.Dataset | datasets.IterableDataset, datasets.Dataset | None, str | None]:
     langs = (options.src_lang, options.tgt_lang)
-    if options.streaming:
-        from ..data.streaming import streaming_pairs
-
-        train_set = streaming_pairs(
-            options.data_source, options.train_split, *langs, options.seed, options.shuffle_buffer_size
-        )
-    else:
-        train_set = load_split(
-            options.data_source, options.train_split, *langs, report=report, cache_dir=options.cache_dir
-        )
+    train_set = training_corpus(options).pairs(report, limit=options.max_train_samples)
     valid_split = options.valid_split
     if valid_split is None:
         valid_split = _find_valid_split(options.data_source, options.src_lang, options.tgt_lang)
@@ -163,9 +121,5 @@ def _read_training_data(
             )
     valid_set = None
     if valid_split is not None:
-        valid_set = load_split(options.data_source, valid_split, *langs, cache_dir=options.cache_dir)
-    if options.streaming and options.max_train_samples is not None:
-        train_set = train_set.take(options.max_train_samples)
-    elif options.max_train_samples is not None and len(train_set) > options.max_train_samples:
-        train_set = train_set.select(range(options.max_train_samples))
+        valid_set = load_parallel(options.data_source, valid_split, *langs, cache_dir=options.cache_dir)
     return train_set, valid_set, valid_split

@@ -18,14 +18,14 @@ from transformers import (
     set_seed,
 )
 
-from ..data import ReadReport
-from ..data.preprocessing import cached_tokenizer
+from ..data import ReadReport, load_parallel
+from ..data.corpus import tokenize_dataset
 from ..model.configuration_deep_nmt import DeepNMTConfig
 from ..science.recipes import describe, recipe_config
 from .arguments import training_arguments, training_callbacks
 from .averaging import average_into, find_checkpoints, last_checkpoint
 from .generation_settings import translation_generation_config
-from .inputs import _load_training_data, build_config, load_split, resolve_variant, tokenize_dataset
+from .inputs import _load_training_data, build_config, resolve_variant, training_corpus
 from .length_penalty import set_length_penalty
 from .loader import training_collator
 from .metrics import make_compute_metrics
@@ -85,7 +85,7 @@ def train(
     train_set, valid_set, valid_split = _load_training_data(options, report)
     test_set = None
     if options.test_split is not None:
-        test_set = load_split(options.data_source, options.test_split, options.src_lang, options.tgt_lang)
+        test_set = load_parallel(options.data_source, options.test_split, options.src_lang, options.tgt_lang)
 
     if options.tokenizer_dir is not None:
         tokenizer = AutoTokenizer.from_pretrained(options.tokenizer_dir)
@@ -100,16 +100,7 @@ def train(
             seed=options.seed,
             cache_dir=options.cache_dir,
         )
-        langs = (options.src_lang, options.tgt_lang)
-        if options.streaming:
-            from ..data.streaming import streaming_tokenizer
-
-            source = (options.data_source, options.train_split)
-            tokenizer, _ = streaming_tokenizer(
-                *source, *langs, buffer_size=options.shuffle_buffer_size, **settings
-            )
-        else:
-            tokenizer, _ = cached_tokenizer(train_set, *langs, **settings)
+        tokenizer = training_corpus(options).tokenizer(train_set, **settings)
     if options.preset is not None:
         presets = getattr(config_class, "PRESETS", {})
         if options.preset not in presets:
@@ -275,13 +266,7 @@ def _tokenized_splits(
     """The tokenized training split (streamed or cached), the tokenized validation subset and its references."""
     lengths = (options.max_source_length, options.max_target_length)
     langs = (options.src_lang, options.tgt_lang)
-    if isinstance(train_set, datasets.IterableDataset):
-        from ..data.streaming import streaming_tokenized
-
-        train_tokens = streaming_tokenized(train_set, tokenizer, *langs, *lengths)
-    else:
-        cache = {"num_proc": options.num_proc, "cache_dir": options.cache_dir}
-        train_tokens = tokenize_dataset(train_set, tokenizer, *langs, *lengths, stats=token_stats, **cache)
+    train_tokens = training_corpus(options).tokenized(train_set, tokenizer, *lengths, stats=token_stats)
     if valid_set is None:
         return train_tokens, None, None
     eval_subset = valid_set

@@ -17,7 +17,7 @@ from transformers import (
     PreTrainedTokenizerBase,
 )
 
-from .inputs import load_split
+from ..data import load_parallel
 from .length_penalty import generation_kwargs
 from .metrics import compute_translation_metrics
 
@@ -106,7 +106,7 @@ def evaluate_model(
     model_dir = Path(model_dir)
     if not (model_dir / "config.json").is_file():
         raise FileNotFoundError(f"{model_dir}: not a saved model directory (no config.json)")
-    dataset = load_split(data_source, split, src_lang, tgt_lang)
+    dataset = load_parallel(data_source, split, src_lang, tgt_lang)
     if max_samples is not None and len(dataset) > max_samples:
         dataset = dataset.select(range(max_samples))
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
