@@ -50,7 +50,7 @@ def main() -> None:
     if rank == 0:
         print(json.dumps(worst))
     end_process_group()
-    exit_if_a_rank(0)  # gloo's threads must not outlive the interpreter (deep_nmt_hf/distributed.py)
+    exit_if_a_rank(0)  # gloo's threads must not outlive the interpreter (deep_nmt_hf/training/distributed.py)
 
 
 if __name__ == "__main__":

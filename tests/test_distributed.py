@@ -123,7 +123,7 @@ def test_fsdp_config_on_a_cpu_only_machine_trains_as_ddp(
     """What we found: accelerate 1.15 engages its FSDP plugin only on accelerator devices; on a CPU-only
     machine the FSDP config launches 2 gloo processes that train as plain DDP (MULTI_CPU), still exactly
     equivalent to one process. So the config and launch path are tested here; sharding that really happens on
-    CPU is `train --fsdp` (deep_nmt_hf/sharding.py), tested in tests/test_sharding.py."""
+    CPU is `train --fsdp` (deep_nmt_hf/training/sharding.py), tested in tests/test_sharding.py."""
     out = tmp_path / "fsdp"
     # 2 processes × 2 pairs × --update-freq 2: the same 8 pairs per step (accumulation under DDP)
     _launch("cpu_fsdp_2proc.yaml", _train_args(data_dir, out, 2, "--update-freq", "2"), tmp_path)
@@ -136,7 +136,7 @@ def test_fsdp_config_on_a_cpu_only_machine_trains_as_ddp(
 def test_a_command_that_succeeds_ends_the_process_group_and_one_that_fails_leaves_it(
     data_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """torch's shutdown contract (deep_nmt_hf/distributed.py): a gloo group left to the interpreter's teardown
+    """torch's shutdown contract (deep_nmt_hf/training/distributed.py): a gloo group left to the interpreter's teardown
     can abort a finished rank (SIGABRT) and fail the launch. After a failure other ranks may still be in a
     collective, so the group is left to the launcher. One rank, an in-process gloo group."""
     # this process pretends to be a rank: undone after the test

@@ -1,4 +1,4 @@
-"""FSDP2 sharded training (deep_nmt_hf/sharding.py) with 2 gloo processes on CPU.
+"""FSDP2 sharded training (deep_nmt_hf/training/sharding.py) with 2 gloo processes on CPU.
 
 One ``torchrun --nproc_per_node 2 -m deep_nmt_hf.cli train --fsdp`` run (batch 4 per process) against one
 process with batch 8 on the same global batches (``--train-sampling random``: the same permutation in every

@@ -4,5 +4,5 @@ from ..training.distributed import exit_if_a_rank
 from . import main
 
 code = main()
-exit_if_a_rank(code)  # a rank of a launched run ends here (deep_nmt_hf/distributed.py says why)
+exit_if_a_rank(code)  # a rank of a launched run ends here (deep_nmt_hf/training/distributed.py says why)
 raise SystemExit(code)
