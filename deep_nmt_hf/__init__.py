@@ -9,11 +9,13 @@ Registration needs transformers' config and model base classes, and with them to
 import stays heavy on purpose. The `deep-nmt` console script does not pay for it before it has checked its
 arguments: its launcher (`deep_nmt_hf_cli`, outside this package) loads the parser modules with this file not yet
 run and runs it only for a command that executes (`deep_nmt_hf.cli.common.complete_package_import`). The names
-`--help` lists come from the static tables in `cli/names.py`, checked against `MODEL_TYPES` / `VARIANTS` below.
+`--help` lists, and `MODEL_TYPES` / `VARIANTS` below, all come from the torch-free `model/registry.py`.
 """
 
 from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM
 
+from .model import configuration_deep_nmt as _configuration
+from .model import modeling_deep_nmt as _modeling
 from .model.configuration_deep_nmt import (
     AdminConfig,
     DeepDecoderConfig,
@@ -40,30 +42,24 @@ from .model.modeling_deep_nmt import (
     SharedLayersForConditionalGeneration,
     SharedLayersModel,
 )
+from .model.registry import VARIANT_SPECS
 from .model.translation_pipeline import TranslationPipeline, register_translation_pipeline
 
 __version__ = "0.1.0"
 
-# (config class, base model class, seq2seq LM class) for every registered model type
+# (config class, base model class, seq2seq LM class) for every registered model type, in registry order
 MODEL_TYPES: list[tuple[type, type, type]] = [
-    (DeepNMTConfig, DeepNMTModel, DeepNMTForConditionalGeneration),
-    (AdminConfig, AdminModel, AdminForConditionalGeneration),
-    (DeepNormConfig, DeepNormModel, DeepNormForConditionalGeneration),
-    (DSInitMAttConfig, DSInitMAttModel, DSInitMAttForConditionalGeneration),
-    (DLCLConfig, DLCLModel, DLCLForConditionalGeneration),
-    (SharedLayersConfig, SharedLayersModel, SharedLayersForConditionalGeneration),
-    (DeepDecoderConfig, DeepDecoderModel, DeepDecoderForConditionalGeneration),
+    (
+        getattr(_configuration, spec.config_name),
+        getattr(_modeling, spec.model_name),
+        getattr(_modeling, spec.lm_name),
+    )
+    for spec in VARIANT_SPECS.values()
 ]
 
 # short names for `deep-nmt train --variant NAME` → config class
 VARIANTS: dict[str, type] = {
-    "base": DeepNMTConfig,
-    "admin": AdminConfig,
-    "deepnorm": DeepNormConfig,
-    "dsinit_matt": DSInitMAttConfig,
-    "dlcl": DLCLConfig,
-    "shared_layers": SharedLayersConfig,
-    "deep_decoder": DeepDecoderConfig,
+    name: config_class for name, (config_class, _, _) in zip(VARIANT_SPECS, MODEL_TYPES, strict=True)
 }
 
 

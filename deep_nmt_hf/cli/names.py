@@ -1,49 +1,20 @@
-"""Static tables for the parser: variant names and config choices, importable without torch / transformers.
+"""The names the parser lists, importable without torch / transformers: read from `model/registry.py`.
 
-`deep-nmt --help` and argument errors must answer without importing the model code, so the names the help text
-lists live here as plain data. tests/test_cli.py checks that they equal what `deep_nmt_hf` registers
-(`MODEL_TYPES`, `VARIANTS`) and `configuration_deep_nmt.CHOICES`: a new variant or choice must be added here too.
+`deep-nmt --help` and argument errors must answer without importing the model code. The registry is plain data
+(standard library only) and `deep_nmt_hf/model/__init__.py` imports nothing, so importing it here stays light
+also under the `deep-nmt` launcher, which loads these modules before `deep_nmt_hf/__init__.py` runs. A new variant,
+choice value or paper preset goes into the registry only.
 """
 
 from __future__ import annotations
 
-# model_type of every registered config class, in `deep_nmt_hf.MODEL_TYPES` order
-MODEL_TYPE_NAMES: tuple[str, ...] = (
-    "deep_nmt",
-    "deep_nmt_admin",
-    "deep_nmt_deepnorm",
-    "deep_nmt_dsinit_matt",
-    "deep_nmt_dlcl",
-    "deep_nmt_shared_layers",
-    "deep_nmt_deep_decoder",
-)
+from ..model.registry import CHOICES, MODEL_TYPE_NAMES, PAPER_PRESET_NAMES, VARIANT_SPECS
 
 # short name for `--variant` -> model_type (`deep_nmt_hf.VARIANTS` maps the same names to config classes)
-VARIANT_MODEL_TYPES: dict[str, str] = {
-    "base": "deep_nmt",
-    "admin": "deep_nmt_admin",
-    "deepnorm": "deep_nmt_deepnorm",
-    "dsinit_matt": "deep_nmt_dsinit_matt",
-    "dlcl": "deep_nmt_dlcl",
-    "shared_layers": "deep_nmt_shared_layers",
-    "deep_decoder": "deep_nmt_deep_decoder",
-}
+VARIANT_MODEL_TYPES: dict[str, str] = {name: spec.model_type for name, spec in VARIANT_SPECS.items()}
 
-# config field -> implemented values (`configuration_deep_nmt.CHOICES[field][0]`)
-CHOICE_VALUES: dict[str, tuple[str, ...]] = {
-    "layer_norm_position": ("post", "pre"),
-    "residual_scaling": ("none", "admin", "deepnorm"),
-    "init_method": ("xavier", "ds_init", "deepnorm", "normal"),
-    "admin_omega": ("trainable", "fixed"),
-    "admin_init": ("profile", "analytic"),
-    "decoder_attention": ("self", "merged"),
-    "encoder_layer_aggregation": ("residual", "dlcl"),
-    "decoder_layer_aggregation": ("residual", "dlcl"),
-    "dlcl_init": ("avg", "one"),
-    "encoder_layer_order": ("cycle", "zigzag"),
-    "decoder_layer_order": ("cycle", "zigzag"),
-}
-
+# config field -> the values `DeepNMTConfig.check` accepts (the registry's table itself)
+CHOICE_VALUES: dict[str, tuple[str, ...]] = CHOICES
 
 # `TrainingOptions.precision` values (`deep_nmt_hf.training.precision.PRECISIONS`): `train --precision`
 PRECISIONS: tuple[str, ...] = ("fp32", "bf16", "fp16")
@@ -54,13 +25,11 @@ def variant_names() -> list[str]:
     return list(MODEL_TYPE_NAMES) + sorted(VARIANT_MODEL_TYPES)
 
 
-# `deep_nmt_hf.science.paper_presets.PRESETS`: each paper's headline setting, `deep-nmt train --preset NAME`
-PAPER_PRESET_NAMES: tuple[str, ...] = (
-    "admin-60-12-wmt14-en-fr",
-    "admin-60-12-wmt14-en-de",
-    "dsinit-matt-12-12-wmt14-en-de",
-    "dsinit-matt-20-20-wmt14-en-de",
-    "dlcl-30-6-wmt16-en-de",
-    "shared-layers-t4-enc20-dec4-wmt16-en-de",
-    "deep-decoder-27-27-wmt14-en-de",
-)
+__all__ = [
+    "CHOICE_VALUES",
+    "MODEL_TYPE_NAMES",
+    "PAPER_PRESET_NAMES",
+    "PRECISIONS",
+    "VARIANT_MODEL_TYPES",
+    "variant_names",
+]

@@ -4,33 +4,66 @@ The core is the Vaswani et al. (2017) encoder-decoder Transformer; each paper in
 orthogonal choice (see ../shared/DESIGN.md). Field names follow Transformers (`d_model`, `encoder_layers`,
 `encoder_ffn_dim`, ...) so that stock tooling (`run_translation.py`, `generate`, pipelines) reads them.
 
-This file ships with saved checkpoints (`trust_remote_code`): it imports nothing but transformers and the flat
-sibling pipeline_shipping.py (which ships too).
+This file ships with saved checkpoints (`trust_remote_code`): it imports nothing but transformers and its flat
+siblings pipeline_shipping.py and registry.py (which ship too). The names (model types, choice values, shape
+presets) come from registry.py; the checks of single fields are the table `FIELD_RULES`, the rules between fields
+are spelled out in `DeepNMTConfig.check`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 from transformers import PretrainedConfig
 from transformers.activations import ACT2FN
 
 from .pipeline_shipping import served_by_the_registered_task
+from .registry import CHOICES, VARIANT_SPECS
 
-# field -> (values implemented now, values that exist in the design but are not implemented yet)
-CHOICES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
-    "layer_norm_position": (("post", "pre"), ()),
-    "residual_scaling": (("none", "admin", "deepnorm"), ()),
-    "init_method": (("xavier", "ds_init", "deepnorm", "normal"), ()),
-    "admin_omega": (("trainable", "fixed"), ()),
-    "admin_init": (("profile", "analytic"), ()),
-    "decoder_attention": (("self", "merged"), ()),
-    "encoder_layer_aggregation": (("residual", "dlcl"), ()),
-    "decoder_layer_aggregation": (("residual", "dlcl"), ()),
-    "dlcl_init": (("avg", "one"), ()),
-    "encoder_layer_order": (("cycle", "zigzag"), ()),
-    "decoder_layer_order": (("cycle", "zigzag"), ()),
+
+def _number(value: Any) -> bool:
+    return not isinstance(value, bool) and isinstance(value, (int, float))
+
+
+def _integer(value: Any) -> bool:
+    return not isinstance(value, bool) and isinstance(value, int)
+
+
+# (test of a value, what the error says after "field=value") shared by several fields
+POSITIVE_INTEGER = (lambda v: _integer(v) and v > 0, "is not allowed: it must be a positive integer")
+PROBABILITY = (lambda v: _number(v) and 0 <= v < 1, "is not allowed: a probability that must lie in [0, 1)")
+POSITIVE_NUMBER = (lambda v: _number(v) and v > 0, "must be a positive number")
+FLAG = (lambda v: isinstance(v, bool), "must be true or false")
+
+# field -> (test of its value alone, what the error says after "field=value"); `check` runs these first, then the
+# choices (`CHOICES`), then the rules between fields
+FIELD_RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
+    **dict.fromkeys(
+        ("vocab_size", "d_model", "encoder_layers", "decoder_layers", "encoder_attention_heads")
+        + ("decoder_attention_heads", "encoder_ffn_dim", "decoder_ffn_dim", "max_position_embeddings")
+        + ("encoder_layer_repeats", "decoder_layer_repeats"),
+        POSITIVE_INTEGER,
+    ),
+    **dict.fromkeys(("dropout", "attention_dropout", "activation_dropout", "label_smoothing"), PROBABILITY),
+    "layer_norm_eps": POSITIVE_NUMBER,
+    "init_std": (POSITIVE_NUMBER[0], "must be a positive number (the std of init_method='normal')"),
+    "ds_init_alpha": (lambda v: _number(v) and 0 < v <= 1, "is not allowed: it must lie in (0, 1]"),
+    "dlcl_window": (
+        lambda v: _integer(v) and (v == -1 or v >= 1),
+        "is not allowed: use -1 (all earlier layers) or a width ≥ 1",
+    ),
+    **dict.fromkeys(("encoder_reinject_input", "decoder_reinject_input", "admin_profiled"), FLAG),
+    **dict.fromkeys(("encoder_share_layers", "decoder_share_layers"), FLAG),
+    "cross_attention_drop_rate": (lambda v: _number(v) and 0 <= v <= 1, "must lie in [0, 1]"),
+    **dict.fromkeys(
+        ("ddr_loss_weight", "ald_loss_weight"),
+        (lambda v: _number(v) and v >= 0, "must be a number ≥ 0 (0 turns the loss off)"),
+    ),
+    "ald_max_ratio": (lambda v: _number(v) and 0 < v < 0.5, "must lie in (0, 0.5): X⁺ must keep most tokens"),
+    "ald_temperature": POSITIVE_NUMBER,
 }
+SPECIAL_TOKEN_IDS = ("pad_token_id", "eos_token_id", "bos_token_id", "unk_token_id", "decoder_start_token_id")
 
 
 class DeepNMTConfig(PretrainedConfig):
@@ -84,7 +117,7 @@ class DeepNMTConfig(PretrainedConfig):
     Every invalid value raises `ValueError` naming the field, the value and what is allowed.
     """
 
-    model_type = "deep_nmt"
+    model_type = VARIANT_SPECS["base"].model_type
     keys_to_ignore_at_inference = ["cache", "past_key_values"]  # the cache's name from 5.24 on, and before
     attribute_map = {
         "num_attention_heads": "encoder_attention_heads",
@@ -93,12 +126,8 @@ class DeepNMTConfig(PretrainedConfig):
         # the count Transformers reads to size DynamicCache(config=...) / StaticCache and output tuples
         "num_hidden_layers": "decoder_depth",
     }
-    # named shapes for `deep-nmt train --preset` (each variant below names its own)
-    PRESETS: ClassVar[dict[str, dict[str, Any]]] = {
-        "6L-6L": {"encoder_layers": 6, "decoder_layers": 6},
-        "tiny": {"encoder_layers": 6, "decoder_layers": 2, "d_model": 64, "encoder_ffn_dim": 128}
-        | {"decoder_ffn_dim": 128, "encoder_attention_heads": 4, "decoder_attention_heads": 4},
-    }
+    # named shapes for `deep-nmt train --preset` (registry.py; each variant below names its own)
+    PRESETS: ClassVar[dict[str, dict[str, Any]]] = VARIANT_SPECS["base"].shapes
 
     def __init__(
         self,
@@ -244,54 +273,20 @@ class DeepNMTConfig(PretrainedConfig):
         )
 
     # ------------------------------------------------------------------------------------------------ validation
-    def _check_deep_decoder(self) -> None:
-        """Cross-attention drop and the collapse-reducing losses (deep-decoder-cad-crt)."""
-        layers, rate = self.cross_attention_drop_layers, self.cross_attention_drop_rate
-        if isinstance(layers, bool) or not isinstance(layers, int) or not 0 <= layers <= self.decoder_depth:
-            raise ValueError(
-                f"cross_attention_drop_layers={layers!r} must be an integer in [0, {self.decoder_depth}] "
-                "(the number of lowest decoder layers whose cross-attention may be dropped)"
-            )
-        if not _number(rate) or not 0.0 <= rate <= 1.0:
-            raise ValueError(f"cross_attention_drop_rate={rate!r} must lie in [0, 1]")
-        if layers and self.decoder_attention == "merged":
-            raise ValueError(
-                "cross_attention_drop_layers > 0 cannot be combined with decoder_attention='merged': MAtt fuses the "
-                "cross-attention with the average attention, so there is no cross-attention sublayer to drop"
-            )
-        if layers and rate == 1.0 and self.decoder_layer_repeats > 1 and self.decoder_share_layers:
-            raise ValueError(
-                "cross_attention_drop_rate=1.0 removes the cross-attention of the lowest decoder layers, which shared "
-                "decoder layers cannot do for some applications only; use a rate below 1 or unshared layers"
-            )
-        for name in ("ddr_loss_weight", "ald_loss_weight"):
-            if not _number(getattr(self, name)) or getattr(self, name) < 0:
-                raise ValueError(
-                    f"{name}={getattr(self, name)!r} must be a number ≥ 0 (0 turns the loss off)"
-                )
-        if not _number(self.ald_max_ratio) or not 0.0 < self.ald_max_ratio < 0.5:
-            raise ValueError(
-                f"ald_max_ratio={self.ald_max_ratio!r} must lie in (0, 0.5): X⁺ must keep most tokens"
-            )
-        if not _number(self.ald_temperature) or not self.ald_temperature > 0:
-            raise ValueError(f"ald_temperature={self.ald_temperature!r} must be a positive number")
-        if self.ald_loss_weight > 0 and self.unk_token_id is None:
-            raise ValueError("ald_loss_weight > 0 needs unk_token_id: ALD masks source tokens with <unk>")
-
     def check(self) -> None:
         """Validate every field; raise ValueError naming the field, the value and what is allowed."""
-        for name in (
-            "vocab_size",
-            "d_model",
-            "encoder_layers",
-            "decoder_layers",
-            "encoder_attention_heads",
-            "decoder_attention_heads",
-            "encoder_ffn_dim",
-            "decoder_ffn_dim",
-            "max_position_embeddings",
-        ):
-            _require_positive_int(name, getattr(self, name))
+        for name, (valid, requirement) in FIELD_RULES.items():
+            value = getattr(self, name)
+            if not valid(value):
+                raise ValueError(f"{name}={value!r} {requirement}")
+        for name, allowed in CHOICES.items():
+            check_choice(name, getattr(self, name), allowed)
+        if self.activation_function not in ACT2FN:
+            allowed = ", ".join(sorted(k for k in ACT2FN if isinstance(k, str))[:12])
+            raise ValueError(
+                f"activation_function={self.activation_function!r} is unknown; use one of transformers' "
+                f"ACT2FN names, e.g. {allowed}, ..."
+            )
         if self.d_model % 2:
             raise ValueError(
                 f"d_model={self.d_model} must be even (the sinusoidal position table has sin/cos halves)"
@@ -302,24 +297,6 @@ class DeepNMTConfig(PretrainedConfig):
                     f"d_model={self.d_model} is not divisible by {heads}={getattr(self, heads)}: "
                     "each head needs d_model / heads dimensions"
                 )
-        for name in ("dropout", "attention_dropout", "activation_dropout", "label_smoothing"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value < 1.0:
-                raise ValueError(f"{name}={value!r} is not allowed: a probability that must lie in [0, 1)")
-        if not isinstance(self.layer_norm_eps, (int, float)) or not self.layer_norm_eps > 0:
-            raise ValueError(f"layer_norm_eps={self.layer_norm_eps!r} must be a positive number")
-        if not _number(self.init_std) or not self.init_std > 0:
-            raise ValueError(
-                f"init_std={self.init_std!r} must be a positive number (the std of init_method='normal')"
-            )
-        if self.activation_function not in ACT2FN:
-            allowed = ", ".join(sorted(k for k in ACT2FN if isinstance(k, str))[:12])
-            raise ValueError(
-                f"activation_function={self.activation_function!r} is unknown; use one of transformers' "
-                f"ACT2FN names, e.g. {allowed}, ..."
-            )
-        for field, (implemented, planned) in CHOICES.items():
-            check_choice(field, getattr(self, field), implemented, planned)
         if self.residual_scaling != "none" and self.layer_norm_position != "post":
             raise ValueError(
                 f"residual_scaling={self.residual_scaling!r} needs layer_norm_position='post' (got "
@@ -331,47 +308,54 @@ class DeepNMTConfig(PretrainedConfig):
                 f"init_method='deepnorm' goes with residual_scaling='deepnorm' (got {self.residual_scaling!r}): "
                 "the β-scaled initialisation is derived for the α-scaled residual"
             )
-        alpha = self.ds_init_alpha
-        if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0.0 < alpha <= 1.0:
-            raise ValueError(f"ds_init_alpha={alpha!r} is not allowed: it must lie in (0, 1]")
-        window = self.dlcl_window
-        if isinstance(window, bool) or not isinstance(window, int) or not (window == -1 or window >= 1):
-            raise ValueError(
-                f"dlcl_window={window!r} is not allowed: use -1 (all earlier layers) or a width ≥ 1"
-            )
+        self._check_shared_layers()
+        self._check_deep_decoder()
+        self._check_token_ids()
+
+    def _check_shared_layers(self) -> None:
+        """Recurrent shared layers (recurrent-shared-layers), side by side."""
         for side in ("encoder", "decoder"):
-            repeats = getattr(self, f"{side}_layer_repeats")
-            _require_positive_int(f"{side}_layer_repeats", repeats)
-            for flag in (f"{side}_reinject_input", f"{side}_share_layers"):
-                if not isinstance(getattr(self, flag), bool):
-                    raise ValueError(f"{flag}={getattr(self, flag)!r} must be true or false")
             if getattr(self, f"{side}_layer_order") == "zigzag" and getattr(self, f"{side}_layers") < 2:
                 raise ValueError(
                     f"{side}_layer_order='zigzag' needs {side}_layers ≥ 2 (a chain to walk up and down); "
                     "use 'cycle' for a single shared layer"
                 )
-            shared = repeats > 1 and getattr(self, f"{side}_share_layers")
-            if shared and self.residual_scaling == "admin":
+            repeats = getattr(self, f"{side}_layer_repeats")
+            if repeats > 1 and getattr(self, f"{side}_share_layers") and self.residual_scaling == "admin":
                 raise ValueError(
                     f"residual_scaling='admin' with shared {side} layers ({side}_layer_repeats={repeats}) would share "
                     "one ω between all applications of a layer; unroll the model first (layer_sharing.unroll) "
                     "or use pre-LN / DeepNorm"
                 )
-        self._check_deep_decoder()
-        if not isinstance(self.admin_profiled, bool):
-            raise ValueError(f"admin_profiled={self.admin_profiled!r} must be true or false")
-        for name in (
-            "pad_token_id",
-            "eos_token_id",
-            "bos_token_id",
-            "unk_token_id",
-            "decoder_start_token_id",
-        ):
+
+    def _check_deep_decoder(self) -> None:
+        """Cross-attention drop and the collapse-reducing losses (deep-decoder-cad-crt)."""
+        layers, rate = self.cross_attention_drop_layers, self.cross_attention_drop_rate
+        if not _integer(layers) or not 0 <= layers <= self.decoder_depth:
+            raise ValueError(
+                f"cross_attention_drop_layers={layers!r} must be an integer in [0, {self.decoder_depth}] "
+                "(the number of lowest decoder layers whose cross-attention may be dropped)"
+            )
+        if layers and self.decoder_attention == "merged":
+            raise ValueError(
+                "cross_attention_drop_layers > 0 cannot be combined with decoder_attention='merged': MAtt fuses the "
+                "cross-attention with the average attention, so there is no cross-attention sublayer to drop"
+            )
+        if layers and rate == 1.0 and self.decoder_layer_repeats > 1 and self.decoder_share_layers:
+            raise ValueError(
+                "cross_attention_drop_rate=1.0 removes the cross-attention of the lowest decoder layers, which shared "
+                "decoder layers cannot do for some applications only; use a rate below 1 or unshared layers"
+            )
+        if self.ald_loss_weight > 0 and self.unk_token_id is None:
+            raise ValueError("ald_loss_weight > 0 needs unk_token_id: ALD masks source tokens with <unk>")
+
+    def _check_token_ids(self) -> None:
+        """Special token ids lie in the vocabulary (bos and unk may be None)."""
+        for name in SPECIAL_TOKEN_IDS:
             value = getattr(self, name, None)
-            required = name in ("pad_token_id", "eos_token_id", "decoder_start_token_id")
-            if value is None and not required:
+            if value is None and name in ("bos_token_id", "unk_token_id"):
                 continue
-            if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < self.vocab_size:
+            if not _integer(value) or not 0 <= value < self.vocab_size:
                 raise ValueError(
                     f"{name}={value!r} is outside the vocabulary: it must be an integer in "
                     f"[0, {self.vocab_size - 1}] (vocab_size={self.vocab_size})"
@@ -404,8 +388,6 @@ class VariantConfig(DeepNMTConfig):
 
 BASE_WIDTH = {"d_model": 512, "encoder_ffn_dim": 2048, "decoder_ffn_dim": 2048}
 BASE_WIDTH |= {"encoder_attention_heads": 8, "decoder_attention_heads": 8}
-TINY = {"d_model": 64, "encoder_ffn_dim": 128, "decoder_ffn_dim": 128}
-TINY |= {"encoder_attention_heads": 4, "decoder_attention_heads": 4}
 
 
 class AdminConfig(VariantConfig):
@@ -413,16 +395,10 @@ class AdminConfig(VariantConfig):
 
     Defaults: the paper's 60L-12L at Transformer-base width (512/2048/8 heads)."""
 
-    model_type = "deep_nmt_admin"
+    model_type = VARIANT_SPECS["admin"].model_type
     DEFAULTS = {"layer_norm_position": "post", "residual_scaling": "admin", "encoder_layers": 60}
     DEFAULTS |= {"decoder_layers": 12, **BASE_WIDTH}
-    PRESETS = {
-        "60L-12L": {"encoder_layers": 60, "decoder_layers": 12},
-        "36L-12L": {"encoder_layers": 36, "decoder_layers": 12},
-        "18L-18L": {"encoder_layers": 18, "decoder_layers": 18},
-        "6L-6L": {"encoder_layers": 6, "decoder_layers": 6},
-        "tiny": {"encoder_layers": 12, "decoder_layers": 2, **TINY},
-    }
+    PRESETS = VARIANT_SPECS["admin"].shapes
 
     def __init__(self, **kwargs: Any) -> None:  # each config class needs its own __init__ (see VariantConfig)
         super().__init__(**kwargs)
@@ -431,15 +407,10 @@ class AdminConfig(VariantConfig):
 class DeepNormConfig(VariantConfig):
     """DeepNorm (DeepNet, Wang et al. 2022): post-LN, x_i = LN(α x_{i-1} + f_i(x_{i-1})) with β-scaled init."""
 
-    model_type = "deep_nmt_deepnorm"
+    model_type = VARIANT_SPECS["deepnorm"].model_type
     DEFAULTS = {"layer_norm_position": "post", "residual_scaling": "deepnorm", "init_method": "deepnorm"}
     DEFAULTS |= {"encoder_layers": 60, "decoder_layers": 12, **BASE_WIDTH}
-    PRESETS = {
-        "60L-12L": {"encoder_layers": 60, "decoder_layers": 12},
-        "100L-100L": {"encoder_layers": 100, "decoder_layers": 100},
-        "6L-6L": {"encoder_layers": 6, "decoder_layers": 6},
-        "tiny": {"encoder_layers": 12, "decoder_layers": 2, **TINY},
-    }
+    PRESETS = VARIANT_SPECS["deepnorm"].shapes
 
     def __init__(self, **kwargs: Any) -> None:  # each config class needs its own __init__ (see VariantConfig)
         super().__init__(**kwargs)
@@ -450,15 +421,10 @@ class DSInitMAttConfig(VariantConfig):
 
     Defaults: the paper's 12-layer encoder and decoder at Transformer-base width."""
 
-    model_type = "deep_nmt_dsinit_matt"
+    model_type = VARIANT_SPECS["dsinit_matt"].model_type
     DEFAULTS = {"layer_norm_position": "post", "init_method": "ds_init", "ds_init_alpha": 1.0}
     DEFAULTS |= {"decoder_attention": "merged", "encoder_layers": 12, "decoder_layers": 12, **BASE_WIDTH}
-    PRESETS = {
-        "12L-12L": {"encoder_layers": 12, "decoder_layers": 12},
-        "20L-20L": {"encoder_layers": 20, "decoder_layers": 20},
-        "6L-6L": {"encoder_layers": 6, "decoder_layers": 6},
-        "tiny": {"encoder_layers": 8, "decoder_layers": 4, **TINY},
-    }
+    PRESETS = VARIANT_SPECS["dsinit_matt"].shapes
 
     def __init__(self, **kwargs: Any) -> None:  # each config class needs its own __init__ (see VariantConfig)
         super().__init__(**kwargs)
@@ -469,15 +435,10 @@ class DLCLConfig(VariantConfig):
 
     Defaults: the paper's 30-layer encoder and 6-layer decoder at Transformer-base width, DLCL on both sides."""
 
-    model_type = "deep_nmt_dlcl"
+    model_type = VARIANT_SPECS["dlcl"].model_type
     DEFAULTS = {"layer_norm_position": "pre", "encoder_layer_aggregation": "dlcl"}
     DEFAULTS |= {"decoder_layer_aggregation": "dlcl", "encoder_layers": 30, "decoder_layers": 6, **BASE_WIDTH}
-    PRESETS = {
-        "30L-6L": {"encoder_layers": 30, "decoder_layers": 6},
-        "25L-6L": {"encoder_layers": 25, "decoder_layers": 6},
-        "6L-6L": {"encoder_layers": 6, "decoder_layers": 6},
-        "tiny": {"encoder_layers": 12, "decoder_layers": 2, **TINY},
-    }
+    PRESETS = VARIANT_SPECS["dlcl"].shapes
 
     def __init__(self, **kwargs: Any) -> None:  # each config class needs its own __init__ (see VariantConfig)
         super().__init__(**kwargs)
@@ -494,16 +455,11 @@ class DeepDecoderConfig(VariantConfig):
     Transformer-base width; 27-27 and a tiny CPU preset. Unless given, `cross_attention_drop_layers` scales with
     the decoder: round(21/27 × decoder depth), the paper's best drop depth for 27 layers (sec. 4.3; 12 of 15)."""
 
-    model_type = "deep_nmt_deep_decoder"
+    model_type = VARIANT_SPECS["deep_decoder"].model_type
     DEFAULTS = {"layer_norm_position": "pre", "encoder_layers": 15, "decoder_layers": 15, **BASE_WIDTH}
     DEFAULTS |= {"cross_attention_drop_rate": 1.0}
     DEFAULTS |= {"ddr_loss_weight": 1.0, "ald_loss_weight": 1.0, "ald_max_ratio": 0.3, "ald_temperature": 0.1}
-    PRESETS = {
-        "15L-15L": {"encoder_layers": 15, "decoder_layers": 15},
-        "27L-27L": {"encoder_layers": 27, "decoder_layers": 27},
-        "6L-6L": {"encoder_layers": 6, "decoder_layers": 6},
-        "tiny": {"encoder_layers": 6, "decoder_layers": 6, **TINY},
-    }
+    PRESETS = VARIANT_SPECS["deep_decoder"].shapes
 
     def __init__(self, **kwargs: Any) -> None:  # each config class needs its own __init__ (see VariantConfig)
         super().__init__(**kwargs)
@@ -518,24 +474,14 @@ class SharedLayersConfig(VariantConfig):
     unique layers, 5 encoder / 2 decoder loops, Transformer-base width. Table 1 rows are presets (their decoder
     loops are not stated; we keep the setup's 2)."""
 
-    model_type = "deep_nmt_shared_layers"
+    model_type = VARIANT_SPECS["shared_layers"].model_type
     DEFAULTS = {"layer_norm_position": "pre", "encoder_layers": 8, "decoder_layers": 4}
     DEFAULTS |= {"encoder_layer_repeats": 5, "decoder_layer_repeats": 2, **BASE_WIDTH}
     DEFAULTS |= {"encoder_reinject_input": True, "decoder_reinject_input": True}
-    PRESETS = {
-        "setup": {},
-        "stack-T4-enc8-dec4": {"encoder_layer_repeats": 4},
-        "stack-T4-enc20-dec4": {"encoder_layer_repeats": 4, "encoder_layers": 20},
-        "chain-T5-enc8-dec4": {"encoder_layer_order": "zigzag", "decoder_layer_order": "zigzag"},
-        "tiny": {"encoder_layers": 3, "decoder_layers": 2, "encoder_layer_repeats": 3, **TINY},
-    }
+    PRESETS = VARIANT_SPECS["shared_layers"].shapes
 
     def __init__(self, **kwargs: Any) -> None:  # each config class needs its own __init__ (see VariantConfig)
         super().__init__(**kwargs)
-
-
-def _number(value: Any) -> bool:
-    return not isinstance(value, bool) and isinstance(value, (int, float))
 
 
 def _depth(layers: int, repeats: int, order: str) -> int:
@@ -544,29 +490,23 @@ def _depth(layers: int, repeats: int, order: str) -> int:
     return layers * repeats
 
 
-def _require_positive_int(name: str, value: Any) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ValueError(f"{name}={value!r} is not allowed: it must be a positive integer")
-
-
-def check_choice(field: str, value: Any, implemented: tuple[str, ...], planned: tuple[str, ...] = ()) -> None:
-    """Raise ValueError unless `value` is one of the implemented values of a choice field."""
-    if value in implemented:
-        return
-    allowed = ", ".join(repr(v) for v in implemented)
-    if value in planned:
-        raise ValueError(
-            f"{field}={value!r} is part of the design but not implemented yet; allowed now: {allowed}"
-        )
-    raise ValueError(f"{field}={value!r} is not a valid choice; allowed: {allowed}")
+def check_choice(field: str, value: Any, allowed: tuple[str, ...]) -> None:
+    """Raise ValueError unless `value` is one of the `allowed` values of the choice field `field`."""
+    if value not in allowed:
+        valid = ", ".join(repr(v) for v in allowed)
+        raise ValueError(f"{field}={value!r} is not a valid choice; allowed: {valid}")
 
 
 __all__ = [
     "CHOICES",
+    "FIELD_RULES",
     "AdminConfig",
-    "DSInitMAttConfig",
+    "DeepDecoderConfig",
     "DeepNMTConfig",
     "DeepNormConfig",
+    "DLCLConfig",
+    "DSInitMAttConfig",
+    "SharedLayersConfig",
     "VariantConfig",
     "check_choice",
 ]

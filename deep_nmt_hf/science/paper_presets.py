@@ -5,6 +5,9 @@ test set and reported score, with the exact command a user with a GPU cluster ru
 writes the full `accelerate launch` line with every value spelled out, as the README lists it. Every value names
 its source (paper section or released script, as in `recipes.py`); the batch is per process, so the command's
 process count is part of the setting (an update sees processes × max_tokens × update_freq tokens).
+
+The names are model/registry.py's `PAPER_PRESET_NAMES` (which `deep-nmt --help` lists without importing this
+module): `PRESETS` holds the setting of each, in the registry's order.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..model.registry import PAPER_PRESET_NAMES
 from .recipes import (
     CLINIC,
     DEEPNMT,
@@ -75,7 +79,7 @@ def _dsinit_matt(depth: int, table_row: int, reported: str) -> PaperPreset:
     )
 
 
-PRESETS: dict[str, PaperPreset] = {
+_SETTINGS: dict[str, PaperPreset] = {
     "admin-60-12-wmt14-en-fr": PaperPreset(
         paper="admin-very-deep-transformers-nmt",
         recipe="admin",
@@ -177,6 +181,13 @@ PRESETS: dict[str, PaperPreset] = {
         signature="not given (sacreBLEU's defaults: 13a, mixed case)",
     ),
 }
+
+if set(_SETTINGS) != set(PAPER_PRESET_NAMES):
+    raise RuntimeError(
+        "the paper presets here and model/registry.py's PAPER_PRESET_NAMES differ: "
+        f"{sorted(set(_SETTINGS) ^ set(PAPER_PRESET_NAMES))}"
+    )
+PRESETS: dict[str, PaperPreset] = {name: _SETTINGS[name] for name in PAPER_PRESET_NAMES}
 
 
 def get_preset(name: str) -> PaperPreset:
