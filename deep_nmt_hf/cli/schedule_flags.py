@@ -14,23 +14,12 @@ from .names import PAPER_PRESET_NAMES
 DEFAULT_EPOCHS = 10.0
 
 
-def add_schedule_flags(run: Any) -> None:
-    """The flags on the parser's "training" group."""
-    run.add_argument(
-        "--update-freq",
-        dest="gradient_accumulation_steps",
-        type=int,
-        metavar="N",
-        help="accumulate N batches per optimizer step (fairseq's --update-freq; works with --max-tokens, DDP and "
-        "--fsdp): a step sees N x the per-process batch, the loss is the token mean over all of them (default: 1, "
-        "or the recipe's)",
-    )
-    run.add_argument(
-        "--save-strategy",
-        choices=("steps", "epoch"),
-        help="steps: checkpoint-STEP every --save-steps; epoch: checkpoint-STEP-epochE at every epoch's end, as "
-        "fairseq's checkpointE.pt (default: steps, or the recipe's)",
-    )
+def add_schedule_flags(run: Any, options: Any) -> None:
+    """The flags on the parser's "training" group. `options` (a `flags.FieldFlags` of `TrainingOptions`) adds
+    those made from fields (--update-freq, --save-strategy, --admin-profile-positions; their help is in
+    training/options.py). By hand: --average-last-epochs sets two fields, and --admin-profile-tokens' 0 means
+    the field's None."""
+    options.add(run, "gradient_accumulation_steps", "save_strategy")
     run.add_argument(
         "--average-last-epochs",
         type=int,
@@ -45,12 +34,7 @@ def add_schedule_flags(run: Any) -> None:
         help="ADMIN profiles ω on one batch of N tokens (footnote 5: 8k; default 8192); 0 = the first global "
         "sentence batch",
     )
-    run.add_argument(
-        "--admin-profile-positions",
-        choices=("all", "non_pad"),
-        help="ADMIN's profiling variances over every position, padding included (all: the authors' code, the "
-        "default) or over real tokens only (non_pad)",
-    )
+    options.add(run, "admin_profile_positions")
 
 
 def preset_help() -> str:

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from .common import _add_data_flags, _choice_help, _data_source, _HelpFormatter, _print_scores, _variant_names
-from .names import PRECISIONS
+from .flags import FieldFlags, field_values, flag_default, flag_fields, light_import
 from .preprocess import _add_data_path_flags
 from .schedule_flags import add_schedule_flags, preset_help, schedule_values
 
@@ -27,30 +27,63 @@ CHOICE_FLAGS = (
 
 
 def _add_train_flags(parser: argparse.ArgumentParser) -> None:
-    _add_data_flags(parser)
-    parser.add_argument("--src-lang", required=True, help="source language code (file suffix / JSON key)")
-    parser.add_argument("--tgt-lang", required=True, help="target language code (file suffix / JSON key)")
-    parser.add_argument("--output-dir", required=True, type=Path, help="where the trained model is saved")
-    parser.add_argument("--train-split", default="train", help="training split name")
-    parser.add_argument(
-        "--valid-split",
-        help="validation split name (default: the first of valid, val, validation, dev found)",
-    )
-    parser.add_argument("--test-split", help="optional split scored at the end (reported in metrics.json)")
+    """The flags of `deep-nmt train`: those of `TrainingOptions` fields are generated from the fields'
+    metadata (help, choices, defaults: training/options.py) and only placed here; the others are written by
+    hand, each saying why."""
+    options = FieldFlags(light_import("deep_nmt_hf.training.options").TrainingOptions)
+    _add_data_flags(parser)  # by hand: one field (data_source), three exclusive flags; shared with evaluate
+    options.add(parser, "src_lang", "tgt_lang", "output_dir", "train_split", "valid_split", "test_split")
 
     model = parser.add_argument_group("model (unset flags keep the variant's defaults)")
-    model.add_argument(
-        "--recipe",
-        help="a paper's training recipe by name (admin, dsinit_matt, dlcl, shared_layers, deep_decoder, marian): "
-        "variant, optimizer, lr, warmup, dropouts, token batches, clipping, beam, length penalty, averaging, "
-        "embedding sharing; printed at start; flags given explicitly win",
-    )
-    model.add_argument(
+    options.add(model, "recipe")
+    model.add_argument(  # by hand: the help lists the registered variants
         "--variant",
         help=f"model type / preset config class (default: deep_nmt, or the recipe's); one of: "
         f"{', '.join(_variant_names())}",
     )
-    model.add_argument("--preset", help=preset_help())
+    model.add_argument("--preset", help=preset_help())  # by hand: a shape preset, or a paper preset's fields
+    _add_config_flags(model)  # by hand: DeepNMTConfig's fields, not TrainingOptions'
+    options.add(model, "label_smoothing")
+
+    tok = parser.add_argument_group("tokenizer")
+    options.add(tok, "vocab_size", "tokenizer_dir", "max_source_length", "max_target_length")
+
+    run = parser.add_argument_group("training")
+    options.add(run, "max_steps", "num_train_epochs", "batch_size", "eval_batch_size", "learning_rate")
+    options.add(run, "warmup_steps", "max_grad_norm", "optimizer", "adam_beta1", "adam_beta2", "adam_epsilon")
+    options.add(run, "weight_decay", "max_tokens", "length_penalty", "length_penalty_form")
+    options.add(run, "average_last_checkpoints")
+    add_schedule_flags(run, options)  # generated, but for --average-last-epochs and --admin-profile-tokens
+    options.add(run, "eval_steps", "max_eval_samples", "max_train_samples")
+    final = run.add_mutually_exclusive_group()
+    options.add(final, "final_eval_samples")
+    final.add_argument(  # by hand: an alias, --final-eval-samples 0
+        "--no-final-eval",
+        dest="final_eval_samples",
+        action="store_const",
+        const=0,
+        help="skip the final beam-search scoring (score later with deep-nmt evaluate)",
+    )
+    options.add(run, "save_steps", "save_total_limit", "logging_steps", "num_beams", "seed")
+    options.add(run, "gradient_checkpointing")
+    precision = run.add_mutually_exclusive_group()
+    options.add(precision, "precision")
+    for name in ("bf16", "fp16"):  # by hand: Transformers-style aliases of --precision
+        alias = f"same as --precision {name}"
+        precision.add_argument(f"--{name}", dest="precision", action="store_const", const=name, help=alias)
+    options.add(run, "fsdp", "torch_compile", "torch_compile_backend", "dataloader_workers", "overwrite")
+    options.add(run, "resume", "keep_checkpoints", "train_sampling", "divergence_factor")
+    options.add(run, "skip_nonfinite_batches")
+    _add_data_path_flags(parser)  # by hand in cli/preprocess.py: shared with `deep-nmt preprocess`
+    options.add(parser, "streaming", "shuffle_buffer_size")
+    # by hand: --no-progress sets disable_tqdm (True or None); --json is no option of the run
+    run.add_argument("--no-progress", action="store_true", help="hide progress bars")
+    run.add_argument("--json", action="store_true", help="print the metrics record as JSON on stdout")
+    options.add_rest(run)  # any other TrainingOptions field with flag metadata: no place chosen above
+
+
+def _add_config_flags(model: Any) -> None:
+    """Flags for config fields (DeepNMTConfig's, validated by the config class); --set for any other."""
     model.add_argument("--d-model", type=int, help="model width d_model")
     model.add_argument("--encoder-layers", type=int, help="number of encoder layers")
     model.add_argument("--decoder-layers", type=int, help="number of decoder layers")
@@ -77,185 +110,6 @@ def _add_train_flags(parser: argparse.ArgumentParser) -> None:
         metavar="FIELD=VALUE",
         help="any other config field (JSON value, e.g. --set dlcl_window=4 --set encoder_reinject_input=true); "
         "repeatable",
-    )
-    model.add_argument(
-        "--label-smoothing",
-        type=float,
-        help="label smoothing of the model's loss (default: 0.1, or the recipe's)",
-    )
-
-    tok = parser.add_argument_group("tokenizer")
-    tok.add_argument(
-        "--vocab-size", type=int, default=8000, help="joint BPE vocabulary size (when training one)"
-    )
-    tok.add_argument("--tokenizer", type=Path, help="load this saved tokenizer instead of training one")
-    tok.add_argument(
-        "--max-source-length", type=int, default=128, help="source tokens kept (longer: truncated)"
-    )
-    tok.add_argument(
-        "--max-target-length", type=int, default=128, help="target tokens kept (longer: truncated)"
-    )
-
-    run = parser.add_argument_group("training")
-    run.add_argument("--max-steps", type=int, default=-1, help="optimizer steps (> 0 overrides --epochs)")
-    run.add_argument(
-        "--epochs",
-        type=float,
-        help="training epochs when --max-steps is not set (default: 10, or the preset's)",
-    )
-    run.add_argument("--batch-size", type=int, default=32, help="sentence pairs per training batch")
-    run.add_argument(
-        "--eval-batch-size", type=int, help="sentences per evaluation batch (default: --batch-size)"
-    )
-    run.add_argument("--lr", type=float, help="peak learning rate (default: 5e-4, or the recipe's)")
-    run.add_argument(
-        "--warmup-steps",
-        type=int,
-        help="linear warmup, then inverse square root (default: 4000, or the recipe's)",
-    )
-    run.add_argument(
-        "--max-grad-norm",
-        type=float,
-        help="gradient clipping norm, 0 = no clipping (default: 1.0, or the recipe's)",
-    )
-    run.add_argument(
-        "--optimizer", choices=("adam", "adamw", "radam"), help="optimizer (default: adam, or the recipe's)"
-    )
-    run.add_argument("--adam-beta1", type=float, help="β1 (default: 0.9, or the recipe's)")
-    run.add_argument("--adam-beta2", type=float, help="β2 (default: 0.98, or the recipe's)")
-    run.add_argument("--adam-epsilon", type=float, help="ε (default: 1e-8, or the recipe's)")
-    run.add_argument("--weight-decay", type=float, help="weight decay (default: 0, or the recipe's)")
-    run.add_argument(
-        "--max-tokens",
-        type=int,
-        help="token-budget batches (fairseq's --max-tokens): padded source and target size per batch and "
-        "process <= N; replaces --batch-size for training (default: sentence batches, or the recipe's)",
-    )
-    run.add_argument(
-        "--length-penalty", type=float, help="beam-search length penalty α (default: 1.0, or the recipe's)"
-    )
-    run.add_argument(
-        "--length-penalty-form",
-        choices=("fairseq", "gnmt"),
-        help="fairseq = Transformers' len^α, gnmt = ((5+len)/6)^α (default: fairseq, or the recipe's)",
-    )
-    run.add_argument(
-        "--average-last-checkpoints",
-        type=int,
-        metavar="N",
-        help="final model = average of the last N checkpoints (default: none, or the recipe's)",
-    )
-    add_schedule_flags(run)
-    run.add_argument(
-        "--eval-steps", type=int, help="evaluate (beam search, BLEU) every N steps (default: at end)"
-    )
-    run.add_argument(
-        "--max-eval-samples", type=int, default=500, help="validation sentences used during training"
-    )
-    run.add_argument("--max-train-samples", type=int, help="use only the first N training pairs")
-    final = run.add_mutually_exclusive_group()
-    final.add_argument(
-        "--final-eval-samples",
-        type=int,
-        metavar="N",
-        help="score only the first N sentences of the validation / test split after training (default: all; "
-        "0 = none)",
-    )
-    final.add_argument(
-        "--no-final-eval",
-        dest="final_eval_samples",
-        action="store_const",
-        const=0,
-        help="skip the final beam-search scoring (score later with deep-nmt evaluate)",
-    )
-    run.add_argument("--save-steps", type=int, default=1000, help="write a checkpoint every N steps")
-    run.add_argument("--save-total-limit", type=int, default=2, help="checkpoints kept")
-    run.add_argument("--logging-steps", type=int, default=50, help="log the training loss every N steps")
-    run.add_argument(
-        "--num-beams",
-        type=int,
-        help="beam size for evaluation and generation_config (default: 4, or the recipe's)",
-    )
-    run.add_argument("--seed", type=int, default=42, help="random seed")
-    run.add_argument(
-        "--gradient-checkpointing",
-        action="store_true",
-        help="recompute activations in backward to save memory",
-    )
-    _add_precision_flags(run)
-    run.add_argument(
-        "--fsdp",
-        action="store_true",
-        help="shard parameters, gradients and optimizer state over the processes (FSDP2 fully_shard; "
-        "needs torchrun / accelerate launch with 2+ processes)",
-    )
-    run.add_argument(
-        "--torch-compile", action="store_true", help="compile the model with torch.compile (inductor)"
-    )
-    run.add_argument(
-        "--torch-compile-backend",
-        metavar="NAME",
-        help="torch.compile backend for --torch-compile (default inductor; aot_eager traces without codegen)",
-    )
-    run.add_argument(
-        "--dataloader-workers",
-        type=int,
-        metavar="N",
-        help="processes that collate training batches (default: 2 on CUDA, 0 on CPU)",
-    )
-    run.add_argument("--overwrite", action="store_true", help="replace an existing output directory")
-    run.add_argument("--resume", action="store_true", help="continue from the checkpoints of a failed run")
-    run.add_argument("--keep-checkpoints", action="store_true", help="keep checkpoint-* dirs in the output")
-    run.add_argument(
-        "--train-sampling",
-        default="group_by_length",
-        choices=("group_by_length", "random", "sequential"),
-        help="training sampler: group_by_length (similar lengths per batch; a numpy index array, 8 bytes a "
-        "pair), random (torch's sampler: a Python list of the corpus per epoch) or sequential; --batch-size is per "
-        "process (global batch = processes x --batch-size); --max-tokens replaces it",
-    )
-    run.add_argument(
-        "--divergence-factor",
-        type=float,
-        help="stop when a step's loss exceeds this factor x the mean of the previous 20 steps (> 1)",
-    )
-    run.add_argument(
-        "--skip-nonfinite-batches",
-        type=int,
-        default=0,
-        metavar="N",
-        help="skip up to N batches with a NaN/inf loss (zero gradient; counted in metrics.json) before "
-        "stopping",
-    )
-    _add_data_path_flags(parser)
-    parser.add_argument(
-        "--streaming",
-        action="store_true",
-        help="stream the training split (datasets IterableDataset, no Arrow copy, shuffle buffer); needs "
-        "--max-steps",
-    )
-    parser.add_argument(
-        "--shuffle-buffer-size", type=int, default=10_000, help="pairs in the --streaming shuffle buffer"
-    )
-    run.add_argument("--no-progress", action="store_true", help="hide progress bars")
-    run.add_argument("--json", action="store_true", help="print the metrics record as JSON on stdout")
-
-
-def _add_precision_flags(run: Any) -> None:
-    """--precision and the Transformers-style aliases --bf16 / --fp16 (one of them at most)."""
-    precision = run.add_mutually_exclusive_group()
-    precision.add_argument(
-        "--precision",
-        choices=PRECISIONS,
-        help="mixed precision (the Trainer's, via accelerate): bf16 or fp16 autocast with fp32 weights, fp16 with "
-        "dynamic loss scaling (needs a CUDA GPU); default: the recipe's (the papers' fp16 falls back to fp32 "
-        "without CUDA, with a warning), else fp32",
-    )
-    precision.add_argument(
-        "--bf16", dest="precision", action="store_const", const="bf16", help="same as --precision bf16"
-    )
-    precision.add_argument(
-        "--fp16", dest="precision", action="store_const", const="fp16", help="same as --precision fp16"
     )
 
 
@@ -317,68 +171,28 @@ def _config_overrides(args: argparse.Namespace) -> dict[str, Any]:
 def _cmd_train(args: argparse.Namespace) -> int:
     from ..training import TrainingOptions, train
 
-    explicit = dict(
-        variant=args.variant,
-        label_smoothing=args.label_smoothing,
-        learning_rate=args.lr,
-        warmup_steps=args.warmup_steps,
-        max_grad_norm=args.max_grad_norm,
-        num_beams=args.num_beams,
-        optimizer=args.optimizer,
-        adam_beta1=args.adam_beta1,
-        adam_beta2=args.adam_beta2,
-        adam_epsilon=args.adam_epsilon,
-        weight_decay=args.weight_decay,
-        max_tokens=args.max_tokens,
-        length_penalty=args.length_penalty,
-        length_penalty_form=args.length_penalty_form,
-        average_last_checkpoints=args.average_last_checkpoints,
-    )
     recipe, scheduled, preset_config = schedule_values(args)  # a paper preset's values under the flags
-    # flags left unset take the preset's, then the recipe's value, then TrainingOptions' default
+    values = {**field_values(args, TrainingOptions), "variant": args.variant}  # the flags' values, by field
+    del values["recipe"]  # from_recipe's own argument: --recipe, else the paper preset's (schedule_values)
+    for name in ("output_dir", "tokenizer_dir"):  # --output-dir, --tokenizer: Paths for str fields
+        values[name] = str(values[name]) if values[name] is not None else None
+    # a flag with a default always sets its field; one without (None unless given) leaves its field to the
+    # preset, then the recipe, then TrainingOptions' default
+    defaults = {f.name: flag_default(f) for f in flag_fields(TrainingOptions) if flag_default(f) is not None}
+    given = {name: value for name, value in values.items() if name not in defaults and value is not None}
+    # a paper preset's value (e.g. --max-steps, --save-steps) wins over a flag left at its default
+    kept = {
+        name: values[name] for name in defaults if name not in scheduled or values[name] != defaults[name]
+    }
     options = TrainingOptions.from_recipe(
         recipe,
-        **{**scheduled, **{key: value for key, value in explicit.items() if value is not None}},
-        output_dir=str(args.output_dir),
+        **{**{k: v for k, v in scheduled.items() if k not in kept}, **given},
+        **kept,
         data_source=_data_source(args),
-        src_lang=args.src_lang,
-        tgt_lang=args.tgt_lang,
-        train_split=args.train_split,
-        valid_split=args.valid_split,
-        test_split=args.test_split,
-        tokenizer_dir=str(args.tokenizer) if args.tokenizer else None,
-        vocab_size=args.vocab_size,
-        max_source_length=args.max_source_length,
-        max_target_length=args.max_target_length,
-        batch_size=args.batch_size,
-        eval_batch_size=args.eval_batch_size,
-        max_steps=args.max_steps,
-        eval_steps=args.eval_steps,
-        save_steps=args.save_steps,
-        save_total_limit=args.save_total_limit,
-        logging_steps=args.logging_steps,
-        max_eval_samples=args.max_eval_samples,
-        max_train_samples=args.max_train_samples,
-        final_eval_samples=args.final_eval_samples,
-        seed=args.seed,
-        gradient_checkpointing=args.gradient_checkpointing,
-        overwrite=args.overwrite,
-        resume=args.resume,
-        keep_checkpoints=args.keep_checkpoints,
         disable_tqdm=True if args.no_progress else None,
-        train_sampling=args.train_sampling,
-        divergence_factor=args.divergence_factor,
-        skip_nonfinite_batches=args.skip_nonfinite_batches,
-        fsdp=args.fsdp,
-        torch_compile=args.torch_compile,
-        torch_compile_backend=args.torch_compile_backend,
-        precision=args.precision,
-        dataloader_workers=args.dataloader_workers,
         num_proc=args.num_proc,
         tokenizer_sample=args.tokenizer_sample,
         cache_dir=args.cache_dir,
-        streaming=args.streaming,
-        shuffle_buffer_size=args.shuffle_buffer_size,
     )
     with contextlib.redirect_stdout(sys.stderr):  # Trainer logs go to stderr; stdout carries only the result
         record = train(options, {**preset_config, **_config_overrides(args)})

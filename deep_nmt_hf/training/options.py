@@ -5,14 +5,25 @@ from __future__ import annotations
 
 import logging
 import os
-from dataclasses import dataclass
+from dataclasses import MISSING, dataclass, field
+from pathlib import Path
 from typing import Any
 
-from .precision import check_precision
+from .precision import PRECISIONS, check_precision
 
 logger = logging.getLogger(__name__)
 TRAIN_SAMPLING = ("group_by_length", "random", "sequential")
 ADAM_BETAS = (0.9, 0.98)
+SAVE_STRATEGIES = ("steps", "epoch")
+
+
+def option(default: Any, help: str, **flag: Any) -> Any:
+    """A dataclass field with a command-line flag: `deep-nmt train` makes the flag from this field's metadata
+    (`deep_nmt_hf/cli/flags.py`). `help` is the flag's help text; `flag` holds what the flag does not take from
+    the field: flag="--lr" (the option string), dest, type, choices, metavar, flag_default (the flag's default
+    where it is not the field's; None: unset unless given, so the preset's or recipe's value applies). A field
+    without a default (MISSING) is a required flag."""
+    return field(default=default, metadata={"help": help, **flag})
 
 
 @dataclass
@@ -65,69 +76,179 @@ class TrainingOptions:
     the hardware (`precision.py`: a recipe's fp16 falls back to fp32 without CUDA, an explicit one is an error).
     """
 
-    output_dir: str
+    # A field with `option(...)` has a `deep-nmt train` flag made from it (cli/flags.py): its help text,
+    # choices and the flag's default live here, once; cli/train.py only places the flags. This module stays
+    # importable without torch: the parser reads these fields before the package is imported.
+    output_dir: str = option(MISSING, "where the trained model is saved", type=Path)
+    # data_source's flags, --data-dir / --data / --dataset, are shared with evaluate (cli/common.py)
     data_source: str | os.PathLike[str]
-    src_lang: str
-    tgt_lang: str
-    train_split: str = "train"
-    valid_split: str | None = None
-    test_split: str | None = None
-    variant: str = "deep_nmt"
-    preset: str | None = None
-    tokenizer_dir: str | None = None
-    vocab_size: int = 8000
-    max_source_length: int = 128
-    max_target_length: int = 128
-    batch_size: int = 32
-    eval_batch_size: int | None = None
-    learning_rate: float = 5e-4
-    warmup_steps: int = 4000
-    max_steps: int = -1
-    num_train_epochs: float = 10.0
-    eval_steps: int | None = None
-    save_steps: int = 1000
-    save_total_limit: int = 2
-    logging_steps: int = 50
-    max_eval_samples: int | None = 500
-    max_train_samples: int | None = None
-    num_beams: int = 4
+    src_lang: str = option(MISSING, "source language code (file suffix / JSON key)")
+    tgt_lang: str = option(MISSING, "target language code (file suffix / JSON key)")
+    train_split: str = option("train", "training split name")
+    valid_split: str | None = option(
+        None, "validation split name (default: the first of valid, val, validation, dev found)"
+    )
+    test_split: str | None = option(None, "optional split scored at the end (reported in metrics.json)")
+    variant: str = "deep_nmt"  # --variant: its help lists the registered variants (cli/train.py)
+    preset: str | None = None  # --preset: a shape preset, or a paper preset that sets several fields
+    tokenizer_dir: str | None = option(
+        None, "load this saved tokenizer instead of training one", flag="--tokenizer", type=Path
+    )
+    vocab_size: int = option(8000, "joint BPE vocabulary size (when training one)")
+    max_source_length: int = option(128, "source tokens kept (longer: truncated)")
+    max_target_length: int = option(128, "target tokens kept (longer: truncated)")
+    batch_size: int = option(32, "sentence pairs per training batch")
+    eval_batch_size: int | None = option(None, "sentences per evaluation batch (default: --batch-size)")
+    learning_rate: float = option(
+        5e-4, "peak learning rate (default: 5e-4, or the recipe's)", flag="--lr", flag_default=None
+    )
+    warmup_steps: int = option(
+        4000, "linear warmup, then inverse square root (default: 4000, or the recipe's)", flag_default=None
+    )
+    max_steps: int = option(-1, "optimizer steps (> 0 overrides --epochs)")
+    num_train_epochs: float = option(
+        10.0,
+        "training epochs when --max-steps is not set (default: 10, or the preset's)",
+        flag="--epochs",
+        flag_default=None,
+    )
+    eval_steps: int | None = option(None, "evaluate (beam search, BLEU) every N steps (default: at end)")
+    save_steps: int = option(1000, "write a checkpoint every N steps")
+    save_total_limit: int = option(2, "checkpoints kept")
+    logging_steps: int = option(50, "log the training loss every N steps")
+    max_eval_samples: int | None = option(500, "validation sentences used during training")
+    max_train_samples: int | None = option(None, "use only the first N training pairs")
+    num_beams: int = option(
+        4, "beam size for evaluation and generation_config (default: 4, or the recipe's)", flag_default=None
+    )
     score_valid: bool = True
-    final_eval_samples: int | None = None
-    seed: int = 42
-    label_smoothing: float = 0.1
-    max_grad_norm: float = 1.0
-    gradient_checkpointing: bool = False
-    overwrite: bool = False
-    resume: bool = False
-    keep_checkpoints: bool = False
-    disable_tqdm: bool | None = None
-    train_sampling: str = "group_by_length"
-    divergence_factor: float | None = None
-    skip_nonfinite_batches: int = 0
-    fsdp: bool = False
-    torch_compile: bool = False
-    torch_compile_backend: str | None = None
+    final_eval_samples: int | None = option(
+        None,
+        "score only the first N sentences of the validation / test split after training (default: all; "
+        "0 = none)",
+        metavar="N",
+    )
+    seed: int = option(42, "random seed")
+    label_smoothing: float = option(
+        0.1, "label smoothing of the model's loss (default: 0.1, or the recipe's)", flag_default=None
+    )
+    max_grad_norm: float = option(
+        1.0, "gradient clipping norm, 0 = no clipping (default: 1.0, or the recipe's)", flag_default=None
+    )
+    gradient_checkpointing: bool = option(False, "recompute activations in backward to save memory")
+    overwrite: bool = option(False, "replace an existing output directory")
+    resume: bool = option(False, "continue from the checkpoints of a failed run")
+    keep_checkpoints: bool = option(False, "keep checkpoint-* dirs in the output")
+    disable_tqdm: bool | None = None  # --no-progress
+    train_sampling: str = option(
+        "group_by_length",
+        "training sampler: group_by_length (similar lengths per batch; a numpy index array, 8 bytes a "
+        "pair), random (torch's sampler: a Python list of the corpus per epoch) or sequential; --batch-size is per "
+        "process (global batch = processes x --batch-size); --max-tokens replaces it",
+        choices=TRAIN_SAMPLING,
+    )
+    divergence_factor: float | None = option(
+        None, "stop when a step's loss exceeds this factor x the mean of the previous 20 steps (> 1)"
+    )
+    skip_nonfinite_batches: int = option(
+        0,
+        "skip up to N batches with a NaN/inf loss (zero gradient; counted in metrics.json) before stopping",
+        metavar="N",
+    )
+    fsdp: bool = option(
+        False,
+        "shard parameters, gradients and optimizer state over the processes (FSDP2 fully_shard; "
+        "needs torchrun / accelerate launch with 2+ processes)",
+    )
+    torch_compile: bool = option(False, "compile the model with torch.compile (inductor)")
+    torch_compile_backend: str | None = option(
+        None,
+        "torch.compile backend for --torch-compile (default inductor; aot_eager traces without codegen)",
+        metavar="NAME",
+    )
+    # the data path's flags (--num-proc, --tokenizer-sample, --cache-dir) are shared with `deep-nmt
+    # preprocess` and written there (cli/preprocess.py)
     num_proc: int | None = None
     tokenizer_sample: int | None = None
     cache_dir: str | None = None
-    streaming: bool = False
-    shuffle_buffer_size: int = 10_000
-    recipe: str | None = None
-    optimizer: str = "adam"
-    adam_beta1: float = ADAM_BETAS[0]
-    adam_beta2: float = ADAM_BETAS[1]
-    adam_epsilon: float = 1e-8
-    weight_decay: float = 0.0
-    max_tokens: int | None = None
-    length_penalty: float = 1.0
-    length_penalty_form: str = "fairseq"
-    average_last_checkpoints: int | None = None
-    gradient_accumulation_steps: int = 1
-    save_strategy: str = "steps"
-    admin_profile_tokens: int | None = 8192
-    admin_profile_positions: str = "all"
-    precision: str | None = None  # fp32 / bf16 / fp16; None: the recipe's, else fp32 (precision.py)
-    dataloader_workers: int | None = None  # collating processes; None: 2 on CUDA, 0 without (loader.py)
+    streaming: bool = option(
+        False,
+        "stream the training split (datasets IterableDataset, no Arrow copy, shuffle buffer); needs "
+        "--max-steps",
+    )
+    shuffle_buffer_size: int = option(10_000, "pairs in the --streaming shuffle buffer")
+    recipe: str | None = option(
+        None,
+        "a paper's training recipe by name (admin, dsinit_matt, dlcl, shared_layers, deep_decoder, marian): "
+        "variant, optimizer, lr, warmup, dropouts, token batches, clipping, beam, length penalty, averaging, "
+        "embedding sharing; printed at start; flags given explicitly win",
+    )
+    optimizer: str = option(
+        "adam",
+        "optimizer (default: adam, or the recipe's)",
+        choices=("adam", "adamw", "radam"),
+        flag_default=None,
+    )
+    adam_beta1: float = option(ADAM_BETAS[0], "β1 (default: 0.9, or the recipe's)", flag_default=None)
+    adam_beta2: float = option(ADAM_BETAS[1], "β2 (default: 0.98, or the recipe's)", flag_default=None)
+    adam_epsilon: float = option(1e-8, "ε (default: 1e-8, or the recipe's)", flag_default=None)
+    weight_decay: float = option(0.0, "weight decay (default: 0, or the recipe's)", flag_default=None)
+    max_tokens: int | None = option(
+        None,
+        "token-budget batches (fairseq's --max-tokens): padded source and target size per batch and "
+        "process <= N; replaces --batch-size for training (default: sentence batches, or the recipe's)",
+    )
+    length_penalty: float = option(
+        1.0, "beam-search length penalty α (default: 1.0, or the recipe's)", flag_default=None
+    )
+    length_penalty_form: str = option(
+        "fairseq",
+        "fairseq = Transformers' len^α, gnmt = ((5+len)/6)^α (default: fairseq, or the recipe's)",
+        choices=("fairseq", "gnmt"),
+        flag_default=None,
+    )
+    average_last_checkpoints: int | None = option(
+        None,
+        "final model = average of the last N checkpoints (default: none, or the recipe's)",
+        metavar="N",
+    )
+    gradient_accumulation_steps: int = option(
+        1,
+        "accumulate N batches per optimizer step (fairseq's --update-freq; works with --max-tokens, DDP and "
+        "--fsdp): a step sees N x the per-process batch, the loss is the token mean over all of them (default: 1, "
+        "or the recipe's)",
+        flag="--update-freq",
+        dest="gradient_accumulation_steps",
+        metavar="N",
+        flag_default=None,
+    )
+    save_strategy: str = option(
+        "steps",
+        "steps: checkpoint-STEP every --save-steps; epoch: checkpoint-STEP-epochE at every epoch's end, as "
+        "fairseq's checkpointE.pt (default: steps, or the recipe's)",
+        choices=SAVE_STRATEGIES,
+        flag_default=None,
+    )
+    admin_profile_tokens: int | None = 8192  # --admin-profile-tokens: 0 means None (cli/schedule_flags.py)
+    admin_profile_positions: str = option(
+        "all",
+        "ADMIN's profiling variances over every position, padding included (all: the authors' code, the "
+        "default) or over real tokens only (non_pad)",
+        choices=("all", "non_pad"),
+        flag_default=None,
+    )
+    # fp32 / bf16 / fp16; None: the recipe's, else fp32 (precision.py); --bf16 / --fp16: aliases (cli/train.py)
+    precision: str | None = option(
+        None,
+        "mixed precision (the Trainer's, via accelerate): bf16 or fp16 autocast with fp32 weights, fp16 with "
+        "dynamic loss scaling (needs a CUDA GPU); default: the recipe's (the papers' fp16 falls back to fp32 "
+        "without CUDA, with a warning), else fp32",
+        choices=PRECISIONS,
+    )
+    # collating processes; None: 2 on CUDA, 0 without (loader.py)
+    dataloader_workers: int | None = option(
+        None, "processes that collate training batches (default: 2 on CUDA, 0 on CPU)", metavar="N"
+    )
 
     @classmethod
     def from_recipe(cls, recipe: str | None, **explicit: Any) -> TrainingOptions:
@@ -215,9 +336,6 @@ class TrainingOptions:
                 "precision='fp16' is not available with fsdp=True (the loss scaler would find overflows in each "
                 "rank's shard alone, so the ranks could disagree on skipping a step); use bf16 or fp32"
             )
-
-
-SAVE_STRATEGIES = ("steps", "epoch")
 
 
 def check_schedule(options: TrainingOptions) -> None:
