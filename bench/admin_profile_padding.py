@@ -10,8 +10,13 @@ wider. "all" takes the variances over every position as the authors' code (np.va
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import torch
-from common import markdown_table, write_results
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "lib"))
+from common import markdown_table, write_results  # noqa: E402
 
 from deep_nmt_hf import AdminConfig, AdminForConditionalGeneration
 from deep_nmt_hf.training.admin_profiling import admin_profile

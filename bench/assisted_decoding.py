@@ -3,7 +3,7 @@
 `model.generate(..., assistant_model=draft)` lets a cheap draft propose tokens that the deep model verifies in one
 forward pass; the output is the deep model's own greedy output (checked here sentence by sentence). Whether it is
 faster depends on how cheap a draft step is against a target step and on how many draft tokens are accepted, so
-the models are trained (briefly) on the synthetic demo corpus (deep_nmt_hf/synthetic.py) and the bench reports
+the models are trained (briefly) on the synthetic demo corpus (deep_nmt_hf/data/synthetic.py) and the bench reports
 both the time ratio and the acceptance.
 
 Models (pre-LN, d_model 64 by default, one joint BPE tokenizer):
@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent / "lib"))
 from common import interleaved, markdown_table, ratio, tokenized_batches, write_results  # noqa: E402
 
 

@@ -52,7 +52,7 @@ from typing import Any
 import torch
 import torch._dynamo
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent / "lib"))
 from common import (  # noqa: E402
     interleaved,
     markdown_table,

@@ -37,7 +37,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent / "lib"))
 
 SIZES = (250_000, 1_000_000, 4_000_000)
 QUICK_SIZES = (2_000, 8_000, 32_000)

@@ -43,7 +43,7 @@ from typing import Any
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent / "lib"))
 from common import (  # noqa: E402
     RESULTS,
     interleaved,

@@ -1,7 +1,7 @@
 """Do the depth study's committed weights reproduce its numbers?
 
 Every finished run of bench/depth_multi30k.py commits its final (averaged) model in float16 beside its record
-(bench/study_weights.py), so that a later sitting on another machine can reload it. This script reloads each
+(bench/lib/study_weights.py), so that a later sitting on another machine can reload it. This script reloads each
 committed file, translates test_2016_flickr again with the model's own generation config (the recipe's beam and
 length penalty, as the run scored it) and compares with what the run's record measured on the float32 model it
 trained: corpus BLEU, and per sentence sacreBLEU's sufficient statistics (the paired bootstrap's input), so it
@@ -27,11 +27,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent / "lib"))
 
-import depth_multi30k as study  # noqa: E402
-from common import markdown_table, write_results  # noqa: E402
-from depth_rows import row_order  # noqa: E402
+from common import markdown_table, multi30k_pairs, multi30k_tokenizer, write_results  # noqa: E402
+from depth import core  # noqa: E402
+from depth.rows import row_order  # noqa: E402
 
 NAME = "depth_multi30k_weights"
 SAME_SHARE = 0.9  # at least this share of the test sentences decode to the recorded statistics
@@ -41,11 +41,11 @@ MAX_DELTA = 0.3  # and corpus BLEU moves by at most this much
 def committed_runs(args: argparse.Namespace) -> list[tuple[str, int]]:
     """(row, seed) of every record of the `--epochs` budget with its weights committed beside it, in the
     study's row order."""
-    root = study.records_root(args) / f"e{args.epochs}"
+    root = core.records_root(args) / f"e{args.epochs}"
     runs = []
     for path in root.glob("*/seed*.averaged.safetensors"):
         name, seed = path.parent.name, int(path.name.split(".")[0].removeprefix("seed"))
-        if study.record_path(name, seed, args).exists():
+        if core.record_path(name, seed, args).exists():
             runs.append((name, seed))
     return sorted(runs, key=lambda run: (row_order(run[0]), run[1]))
 
@@ -65,10 +65,10 @@ def _versions() -> dict[str, str]:
 def check_run(name: str, seed: int, args: argparse.Namespace) -> dict[str, Any]:
     """Reload NAME's committed float16 weights for SEED, decode the test sentences its record scored and compare
     with the record's averaged-model scores. Cached by the weights' sha256 and the library versions."""
-    path = study.weights_path(name, seed, args)
+    path = core.weights_path(name, seed, args)
     key = {"weights_sha256": file_sha256(path), **_versions()}
-    cached_path = study.STUDY_CACHE / "weights-check" / f"e{args.epochs}" / name / f"seed{seed}.json"
-    cached = study._read_json(cached_path)
+    cached_path = core.STUDY_CACHE / "weights-check" / f"e{args.epochs}" / name / f"seed{seed}.json"
+    cached = core._read_json(cached_path)
     if cached is not None and cached.get("key") == key:
         return cached["result"]
 
@@ -79,11 +79,11 @@ def check_run(name: str, seed: int, args: argparse.Namespace) -> dict[str, Any]:
     from deep_nmt_hf.science.significance import bleu_from_statistics, bleu_statistics
     from deep_nmt_hf.training import translate
 
-    record = study._read_json(study.record_path(name, seed, args))
+    record = core._read_json(core.record_path(name, seed, args))
     scored = record["test"]["averaged"]
-    tokenizer = study.multi30k_tokenizer(record["settings"]["vocab_size"])
+    tokenizer = multi30k_tokenizer(record["settings"]["vocab_size"])
     model = load_weights(path, tokenizer_sha256=tokenizer_digest(tokenizer))  # refuses another tokenizer
-    pairs = study.multi30k_pairs("test_2016_flickr", limit=scored["num_sentences"])
+    pairs = multi30k_pairs("test_2016_flickr", limit=scored["num_sentences"])
     with torch.inference_mode():
         hypotheses = translate(
             model, tokenizer, [s for s, _ in pairs], num_beams=record["options"]["num_beams"], batch_size=64
@@ -101,7 +101,7 @@ def check_run(name: str, seed: int, args: argparse.Namespace) -> dict[str, Any]:
     }
     result["delta"] = result["bleu"] - result["recorded_bleu"]
     result["reproduces"] = reproduces(result)
-    study._write_json(cached_path, {"key": key, "result": result})
+    core._write_json(cached_path, {"key": key, "result": result})
     return result
 
 

@@ -31,7 +31,7 @@ import types
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).parent / "lib"))
 
 from common import interleaved, markdown_table, ratio, write_results  # noqa: E402
 

@@ -40,7 +40,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).parent / "lib"))
 
 from common import interleaved, markdown_table, ratio, write_results  # noqa: E402
 

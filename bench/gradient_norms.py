@@ -36,7 +36,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).parent / "lib"))
 
 from common import (  # noqa: E402
     RESULTS,

@@ -32,7 +32,7 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent / "lib"))
 
 from common import markdown_table, multi30k_pairs, multi30k_tokenizer, tokenized_batches, write_results  # noqa: E402
 from quality_multi30k import build_model  # noqa: E402

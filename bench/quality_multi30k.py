@@ -1,6 +1,6 @@
 """Quality on Multi30k en→de for the same CPU-time budget per model: every variant against stock MarianMTModel.
 
-One joint BPE tokenizer (bench/common.multi30k_tokenizer) and one training recipe for every model:
+One joint BPE tokenizer (bench/lib/common.py: multi30k_tokenizer) and one training recipe for every model:
 `Seq2SeqTrainer` (deep_nmt_hf.training.DeepNMTTrainer) with the settings of deep_nmt_hf.training.train (Adam
 β = (0.9, 0.98), no weight decay, inverse-square-root schedule after a linear warmup, length-grouped batches,
 gradient clipping 1.0, label smoothing 0.1), and a callback that stops training once the process has spent its
@@ -29,17 +29,19 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent / "lib"))
 
 from common import (
     CACHE,
     RESULTS,
     markdown_table,
+    model_from_fields,
     multi30k_dir,
     multi30k_pairs,
     multi30k_tokenizer,
     pairs_dataset,
     study_trainer,
+    width_fields,
     write_results,
 )
 
@@ -74,45 +76,10 @@ MODELS: dict[str, tuple[str, dict[str, Any], str]] = {
 }
 
 
-def width_fields(d_model: int) -> dict[str, Any]:
-    heads = max(1, d_model // 32)
-    return {
-        "d_model": d_model,
-        "encoder_ffn_dim": 4 * d_model,
-        "decoder_ffn_dim": 4 * d_model,
-        "encoder_attention_heads": heads,
-        "decoder_attention_heads": heads,
-    }
-
-
 def build_model(name: str, tokenizer, d_model: int, max_length: int):
     """The model called `name` in MODELS at width `d_model` (special ids from the tokenizer)."""
     variant, fields, _ = MODELS[name]
     return model_from_fields(variant, {**fields, "label_smoothing": 0.1}, tokenizer, d_model, max_length)
-
-
-def model_from_fields(variant: str, fields: dict[str, Any], tokenizer, d_model: int, max_length: int):
-    """A fresh model of `variant` ("marian" = stock MarianMTModel built from our base config) with `fields` on
-    top of the common width `d_model`; special ids from the tokenizer."""
-    from transformers import MarianMTModel
-
-    from deep_nmt_hf import VARIANTS
-    from deep_nmt_hf.publish.folding import stock_config
-    from deep_nmt_hf.training import build_config, resolve_variant
-    from deep_nmt_hf.training.generation_settings import translation_generation_config
-
-    fields = {**width_fields(d_model), **fields}
-    lengths = {"max_source_length": max_length, "max_target_length": max_length}
-    if variant == "marian":
-        ours = build_config(tokenizer, VARIANTS["base"], **lengths, **fields)
-        model = MarianMTModel(stock_config(ours))
-        model.generation_config = translation_generation_config(ours)
-        return model
-    config_class, lm_class = resolve_variant(variant)
-    config = build_config(tokenizer, config_class, **lengths, **fields)
-    model = lm_class(config)
-    model.generation_config = translation_generation_config(config)  # as trained models save it
-    return model
 
 
 def run_one(args: argparse.Namespace) -> dict[str, Any]:

@@ -1,6 +1,6 @@
-"""bench/depth_report.py's pure functions on synthetic records: verdict rules, Holm across every comparison,
-the slope rule; depth_pricing.py's: what is left and its cost; depth_pilot.py's budget sentence. No data files,
-no training; seconds."""
+"""The depth study's report (bench/lib/depth/report.py, summaries.py) on synthetic records: verdict rules, Holm
+across every comparison, the slope rule; pricing.py's: what is left and its cost; pilot.py's budget sentence; the
+plan and the scheduler of study.py. No data files, no training; seconds."""
 
 from __future__ import annotations
 
@@ -13,14 +13,13 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))  # the bench scripts import as modules
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench" / "lib"))  # the bench helpers, the study
 
-import depth_claims  # noqa: E402
-import depth_pilot as pilot  # noqa: E402
-import depth_pricing as pricing  # noqa: E402
-import depth_report as report  # noqa: E402
-import depth_rows  # noqa: E402
 import machine_speed  # noqa: E402
+from depth import claims as depth_claims  # noqa: E402
+from depth import core, pilot, pricing, report, study, summaries  # noqa: E402
+from depth import rows as depth_rows  # noqa: E402
+from depth.style import line_style  # noqa: E402
 
 from deep_nmt_hf.science.significance import bleu_from_statistics, bleu_statistics, holm  # noqa: E402
 
@@ -34,7 +33,7 @@ N_SAMPLES = 200  # enough for the rules; the bootstrap itself is tested in test_
 
 def args(epochs: int = 5) -> argparse.Namespace:
     """The study's default command line with `epochs`."""
-    return report.study.build_parser().parse_args(["--epochs", str(epochs)])
+    return study.build_parser().parse_args(["--epochs", str(epochs)])
 
 
 def record(
@@ -95,7 +94,7 @@ def record(
         "history": history,
         "test": {"best": scores, "averaged": scores},
         "nll": {"best": nll, "averaged": nll},
-        "settings": report.study.settings(args(epochs)),
+        "settings": core.settings(args(epochs)),
         "saved": "/nowhere",
         "diverged": diverged,
     }
@@ -109,7 +108,7 @@ def write_records(recs: dict[str, list[dict]], a: argparse.Namespace) -> None:
     """Commit RECS as the study's finished runs (under the monkeypatched RECORDS)."""
     for name, runs in recs.items():
         for rec in runs:
-            report.study._write_json(report.study.record_path(name, rec["seed"], a), rec)
+            core._write_json(core.record_path(name, rec["seed"], a), rec)
 
 
 @pytest.fixture(scope="module")
@@ -183,12 +182,12 @@ def test_a_row_whose_seeds_disagree_fails_and_names_them() -> None:
         "admin-36-6": [record("admin-36-6", 1, 0.9, src=0.1), record("admin-36-6", 2, 0.3, src=4.0)],
         "deepnorm-36-6": [record("deepnorm-36-6", s, 0.3, src=2.4) for s in (1, 2)],
     }
-    rows = {name: report.row_summary(name, runs) for name, runs in recs.items()}
+    rows = {name: summaries.row_summary(name, runs) for name, runs in recs.items()}
     assert rows["admin-36-6"]["mean"]["src"] > depth_claims.COLLAPSE_SHARE * 2.5
-    why = report.failure("admin-36-6", rows)
+    why = summaries.failure("admin-36-6", rows)
     assert why is not None and "on 1 of 2 seeds (seed 1 src 0.10 nats" in why and "on seed 2 src 4.00" in why
-    assert report.failure("deepnorm-36-6", rows) is None
-    assert report.failure("post-36-6", rows) == (
+    assert summaries.failure("deepnorm-36-6", rows) is None
+    assert summaries.failure("post-36-6", rows) == (
         "post-36-6 barely reads the source (src 0.00 nats < 0.5 × post-6-6's 2.50)"
     )
     verdicts, _ = report.claim_verdicts(recs, n_samples=N_SAMPLES)
@@ -237,8 +236,7 @@ def test_the_table_at_a_glance_has_a_line_per_claim(records: dict) -> None:
 def test_the_deeper_decoder_runs_only_where_its_plain_twin_collapses(tmp_path: Path, monkeypatch) -> None:
     """Plain 6-24 reading the source: its CAD + CRT twin is not planned and its claim cannot be tested at this
     scale; plain 6-24 collapsed: the twin is planned right after the first pass and the collapse claim holds."""
-    study = report.study
-    monkeypatch.setattr(study, "RECORDS", tmp_path / "records")
+    monkeypatch.setattr(core, "RECORDS", tmp_path / "records")
     a = args(epochs=5)
     recs = {
         "pre-6-6": [record("pre-6-6", 1, 0.3, src=2.6)],
@@ -271,15 +269,14 @@ def test_the_deeper_decoder_runs_only_where_its_plain_twin_collapses(tmp_path: P
 def test_the_dsinit_dropout_control_changes_only_the_dropouts(tmp_path: Path, monkeypatch) -> None:
     """The control row trains DS-Init + MAtt 18-6 with the paper's 6-layer dropouts and nothing else changed, runs
     last (after the 36-6 rows), and has its own claim against post-6-6 beside the recipe's."""
-    study = report.study
-    monkeypatch.setattr(study, "RECORDS", tmp_path / "records")
+    monkeypatch.setattr(core, "RECORDS", tmp_path / "records")
     control, recipe = depth_rows.MODELS["dsinit-matt-18-6-low-dropout"], depth_rows.MODELS["dsinit-matt-18-6"]
     assert (control.variant, control.recipe, control.baseline) == (recipe.variant, recipe.recipe, "post-6-6")
     assert {k: v for k, v in control.fields.items() if recipe.fields.get(k) != v} == {
         "dropout": 0.1,
         "attention_dropout": 0.1,
     }
-    assert study._recipe("dsinit-matt-18-6", args(epochs=5))[1]["dropout"] == 0.3  # what the control changes
+    assert core._recipe("dsinit-matt-18-6", args(epochs=5))[1]["dropout"] == 0.3  # what the control changes
     assert pricing.cost_class("dsinit-matt-18-6-low-dropout") == pricing.cost_class("dsinit-matt-18-6")
     planned = study.plan(args(epochs=5))
     assert [run for run in planned if run[1] == 1 and run[0] not in depth_rows.CONTROLS][-1] == (
@@ -300,12 +297,11 @@ def test_the_admin_lr_control_runs_only_where_admin_36_6_fails(tmp_path: Path, m
     """ADMIN 36-6 reading the source: the lower-lr control is not planned and its claim is not run; ADMIN 36-6
     stopped reading it: the control runs after the LATER rows (not in the first pass), with only the peak lr
     changed, and has its own claim against post-6-6."""
-    study = report.study
-    monkeypatch.setattr(study, "RECORDS", tmp_path / "records")
+    monkeypatch.setattr(core, "RECORDS", tmp_path / "records")
     a = args(epochs=5)
     control, admin = depth_rows.MODELS["admin-36-6-low-lr"], depth_rows.MODELS["admin-36-6"]
     assert (control.variant, control.recipe, control.fields) == (admin.variant, admin.recipe, admin.fields)
-    (options, _), (paper, _) = study._recipe("admin-36-6-low-lr", a), study._recipe("admin-36-6", a)
+    (options, _), (paper, _) = core._recipe("admin-36-6-low-lr", a), core._recipe("admin-36-6", a)
     assert {k: v for k, v in options.items() if paper[k] != v} == {"learning_rate": 5e-4}
     assert paper["learning_rate"] == 1e-3
     recs = {
@@ -340,8 +336,7 @@ def test_the_lr_controls_counterfactual_runs_only_where_the_control_trains(
     """Default post-LN 36-6 at the control's peak lr 5e-4 (nothing else changed) runs right after the ADMIN lr
     control, only where the control trains: then ADMIN 36-6 must beat it at that lr. Where the control fails
     too, it is not run and the pair's claim does not hold."""
-    study = report.study
-    monkeypatch.setattr(study, "RECORDS", tmp_path / "records")
+    monkeypatch.setattr(core, "RECORDS", tmp_path / "records")
     a = args(epochs=5)
     low, post = depth_rows.MODELS["post-36-6-low-lr"], depth_rows.MODELS["post-36-6"]
     assert (low.variant, low.recipe, low.fields, low.baseline) == (
@@ -350,7 +345,7 @@ def test_the_lr_controls_counterfactual_runs_only_where_the_control_trains(
         post.fields,
         "post-6-6",
     )
-    (options, _), (paper, _) = study._recipe("post-36-6-low-lr", a), study._recipe("post-36-6", a)
+    (options, _), (paper, _) = core._recipe("post-36-6-low-lr", a), core._recipe("post-36-6", a)
     assert {k: v for k, v in options.items() if paper[k] != v} == {"learning_rate": 5e-4}
     recs = {
         "post-6-6": [record("post-6-6", 1, 0.3, src=2.6)],
@@ -391,9 +386,8 @@ def test_a_run_that_ends_replans_the_sitting(tmp_path: Path, monkeypatch) -> Non
     import subprocess
     import time
 
-    study = report.study
-    monkeypatch.setattr(study, "RUNS", tmp_path / "runs")
-    monkeypatch.setattr(study, "RECORDS", tmp_path / "records")
+    monkeypatch.setattr(core, "RUNS", tmp_path / "runs")
+    monkeypatch.setattr(core, "RECORDS", tmp_path / "records")
     monkeypatch.setattr(study, "multi30k_dir", lambda: tmp_path)
     monkeypatch.setattr(study, "multi30k_tokenizer", lambda vocab_size: None)
     monkeypatch.setattr(study, "machine_probe", lambda cache: machine_speed.REFERENCE_PROBE_MS)
@@ -404,14 +398,14 @@ def test_a_run_that_ends_replans_the_sitting(tmp_path: Path, monkeypatch) -> Non
 
     def plan(_: argparse.Namespace) -> list[tuple[str, int]]:
         base = [("admin-36-6", 1), ("pre-18-6", 1)]
-        return base + [("admin-36-6-low-lr", 1)] * study.record_path("admin-36-6", 1, a).exists()
+        return base + [("admin-36-6-low-lr", 1)] * core.record_path("admin-36-6", 1, a).exists()
 
     started: list[str] = []
 
     def start_worker(name: str, seed: int, _: argparse.Namespace) -> subprocess.Popen:
         started.append(name)
         if name == "admin-36-6":  # it finishes and fails; pre-18-6 exits without a record (it crashed)
-            study._write_json(study.record_path(name, seed, a), record(name, seed, 0.6, src=0.1))
+            core._write_json(core.record_path(name, seed, a), record(name, seed, 0.6, src=0.1))
         return subprocess.Popen(["true"])
 
     monkeypatch.setattr(study, "plan", plan)
@@ -419,16 +413,15 @@ def test_a_run_that_ends_replans_the_sitting(tmp_path: Path, monkeypatch) -> Non
     study.orchestrate(a)
     assert started == ["admin-36-6", "pre-18-6", "admin-36-6-low-lr"]
     assert json.loads(
-        (study.run_dir("admin-36-6-low-lr", 1, a) / "settings.json").read_text()
-    ) == study.settings(a)
+        (core.run_dir("admin-36-6-low-lr", 1, a) / "settings.json").read_text()
+    ) == core.settings(a)
 
 
 def test_every_row_gets_a_second_seed_last_cheapest_first(tmp_path: Path, monkeypatch) -> None:
     """After the headline seeds and the LATER rows, every row with only seed 1 gets seed 2, ordered by layer
     applications × decoder passes (the 6-12 with CAD + CRT, four passes, last); the headline rows get no
     fourth run, and the progress paragraph counts the pass on its own."""
-    study = report.study
-    monkeypatch.setattr(study, "RECORDS", tmp_path / "records")
+    monkeypatch.setattr(core, "RECORDS", tmp_path / "records")
     planned = study.plan(args(epochs=5))
     assert len(planned) == len(set(planned))
     first_seed_2 = next(i for i, (n, s) in enumerate(planned) if s == 2 and n not in depth_rows.HEADLINE)
@@ -494,11 +487,11 @@ def test_shared_layers_close_rule() -> None:
 
 def test_slope_and_the_flat_rule() -> None:
     history = [{"epoch": float(e), "valid_loss": 5.0 - 0.02 * e} for e in range(1, 8)]
-    assert report.valid_slope(history) == pytest.approx(-0.02)
-    assert report.trend(-0.02) == "still improving"
-    assert report.trend(0.004) == "flat"
-    assert report.trend(0.006) == "rising"
-    assert report.valid_slope(history[:1]) is None
+    assert summaries.valid_slope(history) == pytest.approx(-0.02)
+    assert summaries.trend(-0.02) == "still improving"
+    assert summaries.trend(0.004) == "flat"
+    assert summaries.trend(0.006) == "rising"
+    assert summaries.valid_slope(history[:1]) is None
 
 
 def test_what_is_left_and_its_cost(records: dict) -> None:
@@ -680,9 +673,8 @@ def test_a_run_diverged_before_its_first_checkpoint_is_finished(tmp_path: Path, 
     """depth_multi30k.finish writes a record with null test and NLL for a run that diverged before its first
     epoch checkpoint (before: it raised on the empty history, and the run was retried in every sitting); the report
     counts the row as failed and the claim against it holds without a test."""
-    study = report.study
-    monkeypatch.setattr(study, "RUNS", tmp_path / "runs")
-    monkeypatch.setattr(study, "RECORDS", tmp_path / "records")
+    monkeypatch.setattr(core, "RUNS", tmp_path / "runs")
+    monkeypatch.setattr(core, "RECORDS", tmp_path / "records")
 
     class Model:
         def num_parameters(self) -> int:
@@ -691,7 +683,7 @@ def test_a_run_diverged_before_its_first_checkpoint_is_finished(tmp_path: Path, 
     options = {"learning_rate": 1e-3, "warmup_steps": 400, "num_beams": 4, "length_penalty": 0.6}
     diverged = {"step": 7, "loss": float("nan"), "reason": "non-finite (NaN / inf) training loss"}
     study.finish("post-18-6", 1, args(), None, [], Model(), options, diverged)
-    recs = report.load_records(tmp_path / "records", 5)
+    recs = core.load_records(tmp_path / "records", 5)
     assert recs["post-18-6"][0]["test"] is None and recs["post-18-6"][0]["diverged"]["step"] == 7
     recs |= {"post-6-6": [record("post-6-6", 1, 0.3)], "admin-18-6": [record("admin-18-6", 1, 0.3)]}
     verdicts, tests = report.claim_verdicts(recs, n_samples=N_SAMPLES)
@@ -706,7 +698,6 @@ def test_a_run_diverged_before_its_first_checkpoint_is_finished(tmp_path: Path, 
 def test_until_is_the_next_such_time_of_day() -> None:
     import datetime
 
-    study = report.study
     afternoon = datetime.datetime(2026, 11, 25, 16, 0).timestamp()
     assert study.deadline("17:15", now=afternoon) == datetime.datetime(2026, 11, 25, 17, 15).timestamp()
     assert study.deadline("09:30", now=afternoon) == datetime.datetime(2026, 11, 26, 9, 30).timestamp()
@@ -720,16 +711,15 @@ def test_until_starts_only_runs_that_finish_before_it(tmp_path: Path, monkeypatc
     finished or started runs; the final scoring counted as one more epoch) ends before it; an unknown cost never starts."""
     import time
 
-    study = report.study
-    monkeypatch.setattr(study, "RUNS", tmp_path / "runs")
-    monkeypatch.setattr(study, "RECORDS", tmp_path / "records")
+    monkeypatch.setattr(core, "RUNS", tmp_path / "runs")
+    monkeypatch.setattr(core, "RECORDS", tmp_path / "records")
     a = argparse.Namespace(**{**vars(args(epochs=30)), "until": "17:15", "kept": False})
     assert "cost is unknown" in study.too_late("pre-18-6", 1, a, time.time() + 10 * 3600)
     kept = argparse.Namespace(**{**vars(a), "kept": True})  # a kept machine resumes it in a later sitting
     assert study.too_late("pre-18-6", 1, kept, time.time() + 60) == ""
     # its own 10 epochs at 100 CPU-s: 21 epochs left with the scoring, 2100 CPU-s ≈ 0.58 CPU-hours
     history = [{"train_cpu_s": 95.0, "valid_decode_cpu_s": 5.0, "valid_loss": 3.0}] * 10
-    study._write_json(study.run_dir("pre-18-6", 1, a) / "epochs.json", history)
+    core._write_json(core.run_dir("pre-18-6", 1, a) / "epochs.json", history)
     assert study.hours_left("pre-18-6", 1, a) == pytest.approx(2100 / 3600)
     assert study.too_late("pre-18-6", 1, a, time.time() + 2100 * study.WALL_PER_CPU + 60) == ""
     late = study.too_late("pre-18-6", 1, a, time.time() + 2100 * study.WALL_PER_CPU - 60)
@@ -739,14 +729,14 @@ def test_until_starts_only_runs_that_finish_before_it(tmp_path: Path, monkeypatc
         {"epoch": e, "train_cpu_s": 190.0, "valid_decode_cpu_s": 10.0, "valid_loss": 3.0}
         for e in range(1, 31)
     ]
-    study._write_json(study.record_path("post-18-6", 1, a), finished)
+    core._write_json(core.record_path("post-18-6", 1, a), finished)
     # a row of a depth other runs measured: 30 epochs + scoring at the mean of that depth's epochs, the finished
     # row's 30 at 200 CPU-s and the started pre-18-6's 10 at 100 (a started run measures its class too)
     assert study.hours_left("admin-18-6", 1, a) == pytest.approx(31 * (30 * 200 + 10 * 100) / 40 / 3600)
     # a depth only a started run has measured prices the row's other seeds and its cost class too, as the report
     # does: 36-6 from post-36-6 seed 1's 4 epochs at 300 CPU-s (not from an estimate off the 12-epoch study)
     started = [{"train_cpu_s": 290.0, "valid_decode_cpu_s": 10.0, "valid_loss": 4.0}] * 4
-    study._write_json(study.run_dir("post-36-6", 1, a) / "epochs.json", started)
+    core._write_json(core.run_dir("post-36-6", 1, a) / "epochs.json", started)
     assert study.hours_left("post-36-6", 2, a) == pytest.approx(31 * 300 / 3600)
     assert study.hours_left("admin-36-6", 1, a) == pytest.approx(31 * 300 / 3600)
 
@@ -757,9 +747,8 @@ def test_the_workers_stop_at_until(tmp_path: Path, monkeypatch) -> None:
     import subprocess
     import time
 
-    study = report.study
-    monkeypatch.setattr(study, "RUNS", tmp_path / "runs")
-    monkeypatch.setattr(study, "RECORDS", tmp_path / "records")
+    monkeypatch.setattr(core, "RUNS", tmp_path / "runs")
+    monkeypatch.setattr(core, "RECORDS", tmp_path / "records")
     monkeypatch.setattr(study, "multi30k_dir", lambda: tmp_path)
     monkeypatch.setattr(study, "multi30k_tokenizer", lambda vocab_size: None)
     monkeypatch.setattr(study, "machine_probe", lambda cache: machine_speed.REFERENCE_PROBE_MS)
@@ -798,9 +787,8 @@ def test_a_run_whose_weights_were_lost_is_retrained_last_and_keeps_its_first_num
     weights, or one that diverged before its first checkpoint (no scores, no weights), is not re-trained."""
     import subprocess
 
-    study = report.study
-    monkeypatch.setattr(study, "RUNS", tmp_path / "runs")
-    monkeypatch.setattr(study, "RECORDS", tmp_path / "records")
+    monkeypatch.setattr(core, "RUNS", tmp_path / "runs")
+    monkeypatch.setattr(core, "RECORDS", tmp_path / "records")
     monkeypatch.setattr(study, "multi30k_dir", lambda: tmp_path)
     monkeypatch.setattr(study, "multi30k_tokenizer", lambda vocab_size: None)
     monkeypatch.setattr(study, "machine_probe", lambda cache: machine_speed.REFERENCE_PROBE_MS)
@@ -808,9 +796,9 @@ def test_a_run_whose_weights_were_lost_is_retrained_last_and_keeps_its_first_num
     a.status_every, a.only, a.seeds = 300.0, ["pre-18-6", "post-6-6", "admin-18-6", "post-18-6"], [1]
     first = record("post-6-6", 1, 0.3)
     for rec in (first, record("admin-18-6", 1, 0.3), {**record("post-18-6", 1, 0.3), "test": None}):
-        study._write_json(study.record_path(rec["name"], 1, a), rec)
-    study.weights_path("admin-18-6", 1, a).write_bytes(b"kept")
-    assert [study.weights_lost(n, 1, a) for n in a.only] == [False, True, False, False]
+        core._write_json(core.record_path(rec["name"], 1, a), rec)
+    core.weights_path("admin-18-6", 1, a).write_bytes(b"kept")
+    assert [core.weights_lost(n, 1, a) for n in a.only] == [False, True, False, False]
 
     started: list[str] = []
 
@@ -822,7 +810,7 @@ def test_a_run_whose_weights_were_lost_is_retrained_last_and_keeps_its_first_num
     study.orchestrate(a)
     assert started == ["pre-18-6", "post-6-6"]  # the unfinished run first, the re-training last
 
-    records = report.load_records(tmp_path / "records", 5)
+    records = core.load_records(tmp_path / "records", 5)
     lost = pricing.lost_weights(records, a)
     assert [(x["row"], x["seed"]) for x in lost] == [("post-6-6", 1)]
     assert lost[0]["cpu_hours"] == pytest.approx(5 * 110 / 3600)  # its row's 110 CPU-s an epoch, 5 epochs
@@ -840,10 +828,10 @@ def test_a_run_whose_weights_were_lost_is_retrained_last_and_keeps_its_first_num
     options = {"learning_rate": 1e-3, "warmup_steps": 400, "num_beams": 4, "length_penalty": 0.6}
     diverged = {"step": 7, "loss": float("nan"), "reason": "non-finite (NaN / inf) training loss"}
     study.finish("post-6-6", 1, a, None, [], Model(), options, diverged)  # the re-training's record
-    again = report.load_records(tmp_path / "records", 5)["post-6-6"][0]
+    again = core.load_records(tmp_path / "records", 5)["post-6-6"][0]
     assert again["first_run"]["bleu"] == first["test"]["averaged"]["bleu"]
     assert again["first_run"]["valid_loss"] == first["history"][-1]["valid_loss"]
-    assert not study.weights_lost("post-6-6", 1, a)
+    assert not core.weights_lost("post-6-6", 1, a)
     rerun = report.rerun_markdown({"post-6-6": [{**first, "first_run": again["first_run"]}]})
     bleu = first["test"]["averaged"]["bleu"]
     assert f"post-6-6 seed 1: averaged test BLEU {bleu:.2f} (first run {bleu:.2f})" in rerun
@@ -883,9 +871,7 @@ def test_the_paper_curves_panel_each_paper_with_the_rows_its_claims_compare(
 
     monkeypatch.setattr(Figure, "savefig", saved)
     path = tmp_path / "papers.png"
-    drawn = paper_curves.paper_curves(
-        with_bleu, groups, path, "curves", depth_claims.SHORT, report.line_style
-    )
+    drawn = paper_curves.paper_curves(with_bleu, groups, path, "curves", depth_claims.SHORT, line_style)
     assert titles == ["curves", "ADMIN", "ADMIN 36-6", *(depth_claims.SHORT[p] for p in papers[1:])]
     assert list(drawn["admin"]) == ["post-18-6", "post-6-6", "admin-18-6"]  # the rows with records
     assert drawn["dlcl"] == {"post-18-6": drawn["admin"]["post-18-6"]}

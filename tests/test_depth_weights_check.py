@@ -17,11 +17,13 @@ from deep_nmt_hf.data.tokenization import train_tokenizer
 from deep_nmt_hf.science.significance import bleu_from_statistics, bleu_statistics
 from deep_nmt_hf.training import translate
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))  # the bench scripts import as modules
+BENCH = Path(__file__).resolve().parents[1] / "bench"
+sys.path.insert(0, str(BENCH))  # the bench scripts import as modules
+sys.path.insert(0, str(BENCH / "lib"))  # the bench helpers, the study
 
 import common  # noqa: E402
-import depth_multi30k as study  # noqa: E402
 import depth_weights_check as check  # noqa: E402
+from depth import core  # noqa: E402
 from study_weights import save_weights, tokenizer_digest  # noqa: E402
 
 WORDS = [a + b for a in "bdfgklmnpst" for b in "aeiou"]
@@ -38,10 +40,10 @@ def copy_tokenizer():
 def tiny_study(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     tokenizer = copy_tokenizer()
     assert len(tokenizer) == VOCAB and tokenizer.pad_token_id == VOCAB - 1  # the factories' id layout
-    monkeypatch.setattr(study, "RECORDS", tmp_path / "records")
-    monkeypatch.setattr(study, "STUDY_CACHE", tmp_path / "cache")
-    monkeypatch.setattr(study, "multi30k_tokenizer", lambda vocab_size: tokenizer)
-    monkeypatch.setattr(study, "multi30k_pairs", lambda split, limit=None: PAIRS[:limit])
+    monkeypatch.setattr(core, "RECORDS", tmp_path / "records")
+    monkeypatch.setattr(core, "STUDY_CACHE", tmp_path / "cache")
+    monkeypatch.setattr(check, "multi30k_tokenizer", lambda vocab_size: tokenizer)
+    monkeypatch.setattr(check, "multi30k_pairs", lambda split, limit=None: PAIRS[:limit])
     monkeypatch.setattr(common, "RESULTS", tmp_path / "results")
     return tokenizer, argparse.Namespace(epochs=30, quick=False)
 
@@ -86,17 +88,15 @@ def finished_run(tokenizer, args: argparse.Namespace, name: str, seed: int) -> N
             }
         },
     }
-    study._write_json(study.record_path(name, seed, args), record)
-    save_weights(model, study.weights_path(name, seed, args), tokenizer_digest(tokenizer))
+    core._write_json(core.record_path(name, seed, args), record)
+    save_weights(model, core.weights_path(name, seed, args), tokenizer_digest(tokenizer))
 
 
 def test_committed_weights_reproduce_and_foreign_ones_do_not(tiny_study, monkeypatch) -> None:
     tokenizer, args = tiny_study
     finished_run(tokenizer, args, "pre-18-6", 1)
     finished_run(tokenizer, args, "marian-6-6", 2)
-    study._write_json(
-        study.record_path("pre-18-6", 2, args), {"name": "pre-18-6"}
-    )  # a record without weights
+    core._write_json(core.record_path("pre-18-6", 2, args), {"name": "pre-18-6"})  # a record without weights
     assert check.committed_runs(args) == [("marian-6-6", 2), ("pre-18-6", 1)]  # the study's row order
 
     result = check.check_run("pre-18-6", 1, args)
@@ -119,7 +119,7 @@ def test_another_models_weights_are_caught_and_reported(tiny_study, capsys) -> N
     assert "2 of 2 committed runs reproduce their record" in (common.RESULTS / f"{check.NAME}.md").read_text()
 
     # seed 2's file replaced by a half-trained checkpoint's weights: a new digest, checked again, and caught
-    save_weights(copier(15), study.weights_path("pre-18-6", 2, args), tokenizer_digest(tokenizer))
+    save_weights(copier(15), core.weights_path("pre-18-6", 2, args), tokenizer_digest(tokenizer))
     assert check.main([]) == 1
     markdown = (common.RESULTS / f"{check.NAME}.md").read_text()
     assert "1 of 2 committed runs reproduce their record (not: pre-18-6 seed 2)" in markdown

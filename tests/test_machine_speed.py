@@ -1,4 +1,4 @@
-"""bench/machine_speed.py: the probe that puts CPU-seconds of different machines on one scale, and how the depth
+"""bench/lib/machine_speed.py: the probe that puts CPU-seconds of different machines on one scale, and how the depth
 study prices and reports with it (an epoch of a slower machine counts as fewer reference seconds; `--until`
 starts a run only where this machine finishes it). Synthetic histories; seconds."""
 
@@ -13,12 +13,10 @@ from pathlib import Path
 import pytest
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))  # the bench scripts import as modules
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench" / "lib"))  # the bench helpers, the study
 
-import depth_multi30k as study  # noqa: E402
-import depth_pricing as pricing  # noqa: E402
-import depth_report as report  # noqa: E402
 import machine_speed  # noqa: E402
+from depth import core, pricing, study, summaries  # noqa: E402
 
 REF = machine_speed.REFERENCE_PROBE_MS
 RECORDS = Path(__file__).resolve().parents[1] / "bench" / "results" / "depth_multi30k"
@@ -40,10 +38,10 @@ def test_epochs_of_a_slower_machine_count_in_reference_seconds() -> None:
     """An epoch of a machine whose probe is 2.5× the reference's counts 1/2.5 of its CPU-s; an epoch without a
     probe was trained on the reference machine and counts as measured; the status line speaks of this machine."""
     history = [epoch(100.0), epoch(250.0, 2.5 * REF, at=2.0)]
-    assert study.epoch_cpu_s(history) == pytest.approx([100.0, 100.0])
-    assert study.epoch_cpu_s(history, reference=False) == pytest.approx([100.0, 250.0])
-    assert study._cpu_s_per_epoch(history) == pytest.approx(175.0)
-    summary = report.seed_summary(
+    assert core.epoch_cpu_s(history) == pytest.approx([100.0, 100.0])
+    assert core.epoch_cpu_s(history, reference=False) == pytest.approx([100.0, 250.0])
+    assert core._cpu_s_per_epoch(history) == pytest.approx(175.0)
+    summary = summaries.seed_summary(
         {"seed": 1, "history": history, "test": {"averaged": {"decode_tokens_per_cpu_s": 1000.0}}}
     )
     assert summary["decode_tokens_per_cpu_s"] == pytest.approx(2500.0)  # scored on the slower machine
@@ -58,10 +56,10 @@ def test_epochs_of_a_slower_machine_count_in_reference_seconds() -> None:
 
 def test_until_prices_a_run_at_this_machines_speed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A run that the reference machine ends before `--until` does not start on a machine 2.3× slower."""
-    monkeypatch.setattr(study, "RUNS", tmp_path / "runs")
-    monkeypatch.setattr(study, "RECORDS", tmp_path / "records")
+    monkeypatch.setattr(core, "RUNS", tmp_path / "runs")
+    monkeypatch.setattr(core, "RECORDS", tmp_path / "records")
     a = study.build_parser().parse_args(["--epochs", "30", "--until", "17:15"])
-    study._write_json(study.run_dir("pre-18-6", 1, a) / "epochs.json", [epoch(230.0, 2.3 * REF)] * 10)
+    core._write_json(core.run_dir("pre-18-6", 1, a) / "epochs.json", [epoch(230.0, 2.3 * REF)] * 10)
     hours = study.hours_left("pre-18-6", 1, a)
     assert hours == pytest.approx(21 * 100.0 / 3600)  # reference hours: 20 epochs + the scoring at 100 CPU-s
     end = time.time() + 2100 * study.WALL_PER_CPU + 60
@@ -105,7 +103,7 @@ def test_the_reference_probe_agrees_with_the_rows_trained_on_both_machines() -> 
     within 20%, since one scalar probe does not scale every row alike (inferred 179-220 ms over the nine rows of
     2026-11-27, median 193; the deepest, post-36-6, ADMIN 36-6 at lr 5e-4 and the plain 6-24 decoder, slow down
     less on the slower machine than the probe does)."""
-    inferred = machine_speed.infer_reference(report.load_records(RECORDS, 30))
+    inferred = machine_speed.infer_reference(core.load_records(RECORDS, 30))
     assert inferred, "no committed row has seeds on both the reference machine and a probed one"
     assert statistics.median(inferred.values()) == pytest.approx(REF, rel=0.10)
     for name, probe in inferred.items():

@@ -1,6 +1,7 @@
-"""bench/depth_multi30k.py's worker end to end on a tiny synthetic corpus: a run stopped after an epoch checkpoint
-(a sitting's end, `--until`) and resumed (`--reuse`) ends where the same run without a stop ends. The study's runs
-span sittings this way, so its numbers rest on it. Tiny models, three epochs; seconds."""
+"""The depth study's worker (bench/lib/depth/study.py, run by `bench/depth_multi30k.py --worker`) end to end on a
+tiny synthetic corpus: a run stopped after an epoch checkpoint (a sitting's end, `--until`) and resumed (`--reuse`)
+ends where the same run without a stop ends. The study's runs span sittings this way, so its numbers rest on it.
+Tiny models, three epochs; seconds."""
 
 from __future__ import annotations
 
@@ -17,9 +18,9 @@ from transformers import AutoModelForSeq2SeqLM
 import deep_nmt_hf.training
 from deep_nmt_hf.data.tokenization import train_tokenizer
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))  # the bench scripts import as modules
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench" / "lib"))  # the bench helpers, the study
 
-import depth_multi30k as study  # noqa: E402
+from depth import core, study  # noqa: E402
 
 WORDS = [f"w{i}" for i in range(24)]
 
@@ -75,22 +76,22 @@ def test_a_run_stopped_after_an_epoch_and_resumed_ends_as_one_without_a_stop(
     args = tiny_study(tmp_path, monkeypatch)
     ends, trained = {}, {}
     for how in ("at once", "stopped and resumed"):
-        monkeypatch.setattr(study, "RUNS", tmp_path / how / "runs")
-        monkeypatch.setattr(study, "RECORDS", tmp_path / how / "records")
+        monkeypatch.setattr(core, "RUNS", tmp_path / how / "runs")
+        monkeypatch.setattr(core, "RECORDS", tmp_path / how / "records")
         if how == "stopped and resumed":
             with monkeypatch.context() as patched:
                 patched.setattr(deep_nmt_hf.training, "DivergenceCallback", StopAfterFirstEpoch)
                 with pytest.raises(Stop):
                     study.train_model(name, 1, args)
-            assert not study.record_path(name, 1, args).exists()
-            assert [e["epoch"] for e in study.run_history(name, 1, args)] == [1.0]
+            assert not core.record_path(name, 1, args).exists()
+            assert [e["epoch"] for e in core.run_history(name, 1, args)] == [1.0]
         with monkeypatch.context() as patched:
             patched.setattr(deep_nmt_hf.training, "DivergenceCallback", CountSteps)
             CountSteps.steps = 0
             study.train_model(name, 1, args)
         trained[how] = CountSteps.steps
-        record = study._read_json(study.record_path(name, 1, args))
-        averaged = AutoModelForSeq2SeqLM.from_pretrained(study.run_dir(name, 1, args) / "averaged")
+        record = core._read_json(core.record_path(name, 1, args))
+        averaged = AutoModelForSeq2SeqLM.from_pretrained(core.run_dir(name, 1, args) / "averaged")
         ends[how] = (record, averaged)
 
     (once, once_model), (resumed, resumed_model) = ends["at once"], ends["stopped and resumed"]

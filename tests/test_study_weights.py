@@ -1,4 +1,4 @@
-"""bench/study_weights.py: a finished study model saved as one float16 file reloads as the same model, for every
+"""bench/lib/study_weights.py: a finished study model saved as one float16 file reloads as the same model, for every
 variant and stock Marian, and refuses another tokenizer or another file format. Tiny models; seconds."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import deep_nmt_hf
 from deep_nmt_hf.data.tokenization import train_tokenizer
 from deep_nmt_hf.publish.folding import stock_config
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))  # the bench scripts import as modules
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench" / "lib"))  # the bench helpers, the study
 
 from study_weights import (  # noqa: E402
     StudyWeightsError,
@@ -113,28 +113,28 @@ def test_the_study_keeps_and_reloads_a_runs_averaged_weights(tmp_path: Path, mon
     (a new machine), refusing it when this machine's tokenizer differs."""
     import argparse
 
-    import depth_multi30k as study
+    from depth import core, study
 
     texts = [f"w{i} w{(i * 7) % 13} w{(i * 3) % 11}" for i in range(60)]
     tokenizer = train_tokenizer(texts, vocab_size=60)
-    monkeypatch.setattr(study, "RUNS", tmp_path / "runs")
-    monkeypatch.setattr(study, "RECORDS", tmp_path / "records")
+    monkeypatch.setattr(core, "RUNS", tmp_path / "runs")
+    monkeypatch.setattr(core, "RECORDS", tmp_path / "records")
     monkeypatch.setattr(study, "multi30k_tokenizer", lambda vocab_size: tokenizer)
     args = argparse.Namespace(epochs=30, quick=False, vocab_size=60)
     model = trained_like("admin")
 
     assert not study.keep_weights("admin-18-6", 1, args)  # nothing saved on this machine
-    model.save_pretrained(study.run_dir("admin-18-6", 1, args) / "averaged")
-    study._write_json(study.record_path("admin-18-6", 1, args), {"name": "admin-18-6"})  # an older record
+    model.save_pretrained(core.run_dir("admin-18-6", 1, args) / "averaged")
+    core._write_json(core.record_path("admin-18-6", 1, args), {"name": "admin-18-6"})  # an older record
     assert study.keep_weights("admin-18-6", 1, args)
-    record = study._read_json(study.record_path("admin-18-6", 1, args))
+    record = core._read_json(core.record_path("admin-18-6", 1, args))
     assert record == {"name": "admin-18-6", "tokenizer_sha256": tokenizer_digest(tokenizer)}
-    path = study.weights_path("admin-18-6", 1, args)
+    path = core.weights_path("admin-18-6", 1, args)
     assert path == tmp_path / "records" / "e30" / "admin-18-6" / "seed1.averaged.safetensors"
 
     from_run = study.load_averaged("admin-18-6", 1, args)
     assert all(torch.equal(a, b) for a, b in zip(from_run.parameters(), model.parameters(), strict=True))
-    (study.run_dir("admin-18-6", 1, args) / "averaged" / "config.json").unlink()  # a new machine
+    (core.run_dir("admin-18-6", 1, args) / "averaged" / "config.json").unlink()  # a new machine
     from_file = study.load_averaged("admin-18-6", 1, args)
     assert all(
         torch.equal(a, b.half().float())

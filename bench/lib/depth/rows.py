@@ -2,7 +2,7 @@
 
 `MODELS` pairs each claim's counterfactual with its claimed model (each `Row` names its baseline); `FIRST_PASS`,
 `HEADLINE` (three seeds), `LATER`, the conditional rows (`IF_FAILS`, `IF_TRAINS`) and `SECOND_SEED` are the plan's
-stages (depth_multi30k.plan orders them, depth_report tests the claims between them, depth_pricing prices them).
+stages (study.plan orders them, report tests the claims between them, pricing prices them).
 Row names are `<model>-<enc>-<dec>` (issue #27): the post-LN deep default is `post-18-6`, a deep decoder without
 CAD + CRT has `plain` in its name, a control names what it changes (`-low-dropout`, `-low-lr`).
 """

@@ -8,26 +8,15 @@ from __future__ import annotations
 import argparse
 import itertools
 import statistics
-import sys
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import depth_multi30k as study
 from common import RESULTS, markdown_table, write_results
-from depth_report import (
-    FLAT,
-    SLOPE_EPOCHS,
-    _cell,
-    _output_name,
-    budgets,
-    colour,
-    line_style,
-    load_records,
-    row_summary,
-)
 from paper_curves import per_epoch
+
+from . import core
+from .style import colour, line_style
+from .summaries import FLAT, SLOPE_EPOCHS, _cell, row_summary
 
 GAP_STABLE = (
     1.0  # BLEU: a budget is long enough when the next one moves no pilot difference between rows more
@@ -231,10 +220,10 @@ def pilot_report(args: argparse.Namespace, echo: bool = True) -> dict[str, Any]:
     """Write bench/results/depth_multi30k_pilot.{md,json,png} (quick: depth_multi30k_pilot.quick.*): the rows
     recorded at several budgets, and how the chosen budget (`--epochs`) follows from them; its payload (the
     study's report quotes its conclusion)."""
-    root = study.records_root(args)
-    by_budget = {e: load_records(root, e) for e in budgets(root)}
+    root = core.records_root(args)
+    by_budget = {e: core.load_records(root, e) for e in core.budgets(root)}
     markdown, payload = build_pilot(by_budget, args.epochs)
-    name = _output_name("depth_multi30k_pilot", args)
+    name = core._output_name("depth_multi30k_pilot", args)
     if payload["rows"]:
         pilot_plot(payload["rows"], by_budget, RESULTS / f"{name}.png")
         markdown += f"\n\n![validation loss per epoch by budget, test BLEU by budget]({name}.png)"

@@ -1,5 +1,5 @@
 """How fast a machine trains the depth study's kind of model: one fixed probe, so that CPU-seconds measured on
-different machines can be compared, summed and priced (bench/depth_multi30k.py, depth_pricing, depth_report).
+different machines can be compared, summed and priced (bench/depth_multi30k.py, depth.pricing, depth.report).
 
 The same study ran on machines whose CPU-seconds differ by more than 2× for the same epoch of the same row. Every
 epoch a worker records carries `probe_ms`: the CPU-ms per training step of the probe on the worker's machine,

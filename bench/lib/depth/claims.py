@@ -1,8 +1,8 @@
-"""Each paper's claims as the depth study tests them, and the rules of their verdicts (bench/depth_report.py).
+"""Each paper's claims as the depth study tests them, and the rules of their verdicts (report.py).
 
 `CLAIMS`: one `Claim` a comparison (the claimed row against its counterfactual or baseline, both rows of
-depth_rows.MODELS), with the paper's own number quoted beside it; `RULES`: the verdict rules in words, as the report
-prints them (depth_report.verdict applies them); `PAPERS`: the report's sections.
+rows.MODELS), with the paper's own number quoted beside it; `RULES`: the verdict rules in words, as the report
+prints them (report.verdict applies them); `PAPERS`: the report's sections.
 """
 
 from __future__ import annotations

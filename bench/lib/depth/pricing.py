@@ -1,6 +1,6 @@
 """What the depth study (bench/depth_multi30k.py) has left and what it costs: each row's cost class, the CPU-s
 per epoch of the runs not finished (measured on the study's own epochs where it can, else estimated), the
-progress paragraph of the report (depth_report.py) and the runs to re-train for their lost weights.
+progress paragraph of the report (report.py) and the runs to re-train for their lost weights.
 
 Pure functions of records and run histories, but for `started_runs` and `lost_weights`, which read the runs'
 directories; tests/test_depth_report.py runs them on synthetic records.
@@ -12,16 +12,14 @@ import argparse
 import json
 import math
 import statistics
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import depth_multi30k as study
-import depth_rows
 from common import RESULTS
+
+from . import core
+from . import rows as depth_rows
 
 
 def depth(name: str) -> tuple[int, int] | None:
@@ -75,7 +73,7 @@ def prior_rates(settings: dict[str, Any], path: Path = PRIOR) -> dict[tuple[Any,
     per_class: dict[tuple[Any, ...], list[float]] = {}
     for name, model in earlier["models"].items():
         if cost_class(name) is not None:
-            per_class.setdefault(cost_class(name), []).extend(study.epoch_cpu_s(model.get("history") or []))
+            per_class.setdefault(cost_class(name), []).extend(core.epoch_cpu_s(model.get("history") or []))
     return {k: statistics.fmean(v) for k, v in per_class.items() if v}
 
 
@@ -102,7 +100,7 @@ def remaining(
     histories = [(name, r.get("history") or []) for name, recs in records.items() for r in recs]
     histories += [(name, history) for (name, _), history in partial.items()]  # started runs measure too
     for name, history in histories:
-        cpu_s = study.epoch_cpu_s(history)
+        cpu_s = core.epoch_cpu_s(history)
         per_row.setdefault(name, []).extend(cpu_s)
         if cost_class(name) is not None:
             per_class.setdefault(cost_class(name), []).extend(cpu_s)
@@ -118,7 +116,7 @@ def remaining(
         key = cost_class(name)
         cpu_s, basis, source = known.get(key), "class" if key in rates else "prior", None
         history = partial.get((name, seed), [])
-        own = study.epoch_cpu_s(history)
+        own = core.epoch_cpu_s(history)
         if own:
             cpu_s, basis = statistics.fmean(own), "own"
         elif per_row.get(name):
@@ -241,7 +239,7 @@ def progress(
         )
         + ". "
     )
-    spent = sum(sum(study.epoch_cpu_s(r.get("history") or [])) for recs in records.values() for r in recs)
+    spent = sum(sum(core.epoch_cpu_s(r.get("history") or [])) for recs in records.values() for r in recs)
     if spent:  # what the finished runs cost, beside the estimate of what is left
         text += f"Their epochs took {hours_text(spent / 3600)} (reference machine). "
     tail = ""
@@ -275,19 +273,19 @@ def started_runs(
     planned: Sequence[tuple[str, int]], args: argparse.Namespace
 ) -> dict[tuple[str, int], list[dict[str, Any]]]:
     """The epochs so far of every planned run that has started (its epochs.json beside its checkpoints)."""
-    return {run: history for run in planned if (history := study.run_history(*run, args))}
+    return {run: history for run in planned if (history := core.run_history(*run, args))}
 
 
 def lost_weights(records: dict[str, list[dict[str, Any]]], args: argparse.Namespace) -> list[dict[str, Any]]:
-    """The finished runs whose averaged weights were lost with their machine (`study.weights_lost`; the study
+    """The finished runs whose averaged weights were lost with their machine (`core.weights_lost`; the study
     re-trains them last, same seed), each with its epochs re-trained so far and the CPU-hours left at its row's
     measured CPU-s per epoch."""
     lost = []
     for name, recs in records.items():
-        rate = statistics.fmean(study.epoch_cpu_s([e for r in recs for e in r["history"]]) or [math.nan])
+        rate = statistics.fmean(core.epoch_cpu_s([e for r in recs for e in r["history"]]) or [math.nan])
         for r in recs:
-            if study.weights_lost(name, r["seed"], args):
-                done = len(study.run_history(name, r["seed"], args))
+            if core.weights_lost(name, r["seed"], args):
+                done = len(core.run_history(name, r["seed"], args))
                 hours = (args.epochs - done) * rate / 3600
                 lost.append({"row": name, "seed": r["seed"], "epochs_done": done, "cpu_hours": hours})
     return lost

@@ -3,12 +3,13 @@
 `report(args)` reads every record of the `--epochs` budget
 (bench/results/depth_multi30k/e{E}/ROW/seed{S}.json; with `--quick` the smoke-test records) and writes
 bench/results/depth_multi30k.{md,json,png} (quick: depth_multi30k.quick.*): progress, settings, the table
-(mean ± sd over seeds), the claims (depth_claims.py) with the paper's own number beside each verdict, every
-comparison's paired bootstrap over seeds and sentences with Holm's correction across all of them, what is not
-finished and its CPU cost (depth_pricing.py); depth_multi30k_claims.png is the claims' forest plot
-(claims_plot.py), depth_multi30k_papers.png each paper's rows' curves, one panel a paper (paper_curves.py).
-The budget pilot the study's budget was chosen from is depth_pilot.py.
+(mean ± sd over seeds; the rows' summaries: summaries.py), the claims (claims.py) with the paper's own number
+beside each verdict, every comparison's paired bootstrap over seeds and sentences with Holm's correction across
+all of them, what is not finished and its CPU cost (pricing.py); depth_multi30k_claims.png is the claims' forest
+plot (bench/lib/claims_plot.py), depth_multi30k_papers.png each paper's rows' curves, one panel a paper
+(bench/lib/paper_curves.py). The budget pilot the study's budget was chosen from is pilot.py, rebuilt with it.
 
+The top of the study's package: it imports the other parts (the plan from study.py) and none of them imports it.
 The functions between loading and writing are pure (records in, numbers and text out), so
 tests/test_depth_report.py runs them on synthetic records.
 """
@@ -16,21 +17,21 @@ tests/test_depth_report.py runs them on synthetic records.
 from __future__ import annotations
 
 import argparse
-import json
-import math
 import statistics
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import depth_multi30k as study
-import depth_rows
 from claims_plot import forest_plot, holm_note
 from common import RESULTS, markdown_table, write_results
-from depth_claims import (
+from machine_speed import reference_cpu_s
+from paper_curves import paper_curves, paper_rows, per_epoch
+
+from deep_nmt_hf.science.significance import detectable_delta, holm, seed_and_sentence_test
+
+from . import core, study
+from . import rows as depth_rows
+from .claims import (
     ALPHA,
     BEST_DEEP,
     CLAIMS,
@@ -48,9 +49,11 @@ from depth_claims import (
     RULES,
     SHORT,
     SRC_FLOOR,
+    VERDICTS,
     Claim,
 )
-from depth_pricing import (
+from .pilot import pilot_report
+from .pricing import (
     depth,
     lost_markdown,
     lost_weights,
@@ -60,188 +63,8 @@ from depth_pricing import (
     remaining,
     started_runs,
 )
-from machine_speed import reference_cpu_s, reference_rate
-from paper_curves import paper_curves, paper_rows, per_epoch
-
-from deep_nmt_hf.science.significance import detectable_delta, holm, seed_and_sentence_test
-
-SLOPE_EPOCHS = 3  # the valid-loss slope is fitted over the last this many epochs
-FLAT = 0.005  # nats per epoch: |slope| below it is "flat"
-
-
-# ---------------------------------------------------------------------------------------------------- records
-def load_records(root: Path, epochs: int) -> dict[str, list[dict[str, Any]]]:
-    """Every record of the `epochs` budget under `root` (e{epochs}/ROW/seed{S}.json), by row in MODELS order
-    (rows no longer in MODELS last), each row's seeds in order."""
-    found: dict[str, list[dict[str, Any]]] = {}
-    for path in sorted((root / f"e{epochs}").glob("*/seed*.json")):
-        record = json.loads(path.read_text())
-        found.setdefault(record["name"], []).append(record)
-    return {
-        name: sorted(found[name], key=lambda r: r["seed"]) for name in sorted(found, key=depth_rows.row_order)
-    }
-
-
-def budgets(root: Path) -> list[int]:
-    """The epoch budgets that have records under `root`, ascending."""
-    return sorted(int(p.name[1:]) for p in root.glob("e*") if p.is_dir() and p.name[1:].isdigit())
-
-
-def valid_slope(history: Sequence[dict[str, Any]], epochs: int = SLOPE_EPOCHS) -> float | None:
-    """Least-squares slope of the validation loss over the last `epochs` epochs, in nats per epoch (None with
-    fewer than two finite values)."""
-    points = [
-        (float(e["epoch"]), float(e["valid_loss"]))
-        for e in history
-        if e.get("valid_loss") is not None and math.isfinite(e["valid_loss"])
-    ][-epochs:]
-    if len(points) < 2:
-        return None
-    mean_x = sum(x for x, _ in points) / len(points)
-    mean_y = sum(y for _, y in points) / len(points)
-    spread = sum((x - mean_x) ** 2 for x, _ in points)
-    return sum((x - mean_x) * (y - mean_y) for x, y in points) / spread
-
-
-def trend(slope: float | None) -> str:
-    """What a slope says: flat when |slope| < FLAT nats per epoch, else still improving (falling) or rising."""
-    if slope is None:
-        return "—"
-    if abs(slope) < FLAT:
-        return "flat"
-    return "still improving" if slope < 0 else "rising"
-
-
-def mean_sd(values: Sequence[float | None]) -> tuple[float | None, float | None]:
-    """Mean and sample standard deviation of the values that are not None (sd None with fewer than two)."""
-    present = [float(v) for v in values if v is not None and math.isfinite(v)]
-    if not present:
-        return None, None
-    return statistics.fmean(present), statistics.stdev(present) if len(present) > 1 else None
-
-
-def _without_statistics(scores: dict[str, Any] | None) -> dict[str, Any] | None:
-    if scores is None:
-        return None
-    return {kind: {k: v for k, v in s.items() if k != "bleu_statistics"} for kind, s in scores.items()}
-
-
-def seed_summary(record: dict[str, Any]) -> dict[str, Any]:
-    """One run's results: test scores (without the per-sentence statistics), NLL and the diagnosis from it,
-    epochs, the valid-loss slope and what it says, CPU time."""
-    history = record.get("history") or []
-    test, nll = record.get("test"), record.get("nll")
-    averaged = (test or {}).get("averaged") or {}
-    best = (test or {}).get("best") or {}
-    nll_avg = (nll or {}).get("averaged") or {}
-    slope = valid_slope(history)
-    decode = averaged.get("decode_tokens_per_cpu_s")  # scored by the worker of the last epoch, on its machine
-    train_cpu = [reference_cpu_s(e["train_cpu_s"], e) for e in history if e.get("train_cpu_s") is not None]
-    all_cpu = study.epoch_cpu_s(history)
-    return {
-        "seed": record["seed"],
-        "epochs": record.get("epochs"),
-        "best_epoch": record.get("best_epoch"),
-        "diverged": record.get("diverged"),
-        "test": _without_statistics(test),
-        "nll": nll,
-        "bleu": averaged.get("bleu"),
-        "chrf": averaged.get("chrf"),
-        "ter": averaged.get("ter"),
-        "bleu_best": best.get("bleu"),
-        "length_ratio": averaged.get("length_ratio"),
-        "decode_tokens_per_cpu_s": reference_rate(decode, history[-1]) if decode and history else decode,
-        "gap": nll_avg["val"] - nll_avg["train"] if nll_avg else None,
-        "src": nll_avg["val_wrong_source"] - nll_avg["val"] if nll_avg else None,
-        "final_valid_loss": history[-1]["valid_loss"] if history else None,
-        "slope": slope,
-        "trend": "diverged" if record.get("diverged") else trend(slope),
-        "train_cpu_s_per_epoch": statistics.fmean(train_cpu) if train_cpu else None,
-        "cpu_s_per_epoch": statistics.fmean(all_cpu) if all_cpu else None,
-        "cpu_hours": sum(all_cpu) / 3600 if all_cpu else None,
-    }
-
-
-SUMMARISED = ("bleu", "chrf", "ter", "bleu_best", "length_ratio", "decode_tokens_per_cpu_s", "gap", "src")
-SUMMARISED += ("final_valid_loss", "slope", "train_cpu_s_per_epoch", "cpu_s_per_epoch", "cpu_hours")
-
-
-def row_summary(name: str, records: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """A row over its seeds: each seed's summary and the mean and sd of every number."""
-    seeds = [seed_summary(r) for r in records]
-    means, sds = {}, {}
-    for key in SUMMARISED:
-        means[key], sds[key] = mean_sd([s[key] for s in seeds])
-    model = depth_rows.MODELS.get(name)
-    first = records[0]
-    return {
-        "description": first.get("description"),
-        "recipe": first.get("recipe"),
-        "variant": first.get("variant"),
-        "baseline": first.get("baseline"),
-        "options": first.get("options"),
-        "why": model.why if model else "",
-        "num_parameters": first.get("num_parameters"),
-        "n_seeds": len(records),
-        "diverged": sum(1 for r in records if r.get("diverged")),
-        "trend": trend(means["slope"]),
-        "mean": means,
-        "sd": sds,
-        "seeds": seeds,
-    }
-
-
-def reference_row(name: str) -> str:
-    """The 6-6 reference of a row: where its chain of baselines ends (post-6-6, pre-6-6 or marian-6-6)."""
-    seen = {name}
-    while name in depth_rows.MODELS and depth_rows.MODELS[name].baseline is not None:
-        name = depth_rows.MODELS[name].baseline
-        if name in seen:
-            break
-        seen.add(name)
-    return name
-
-
-def source_split(
-    name: str, rows: dict[str, dict[str, Any]]
-) -> tuple[dict[int, float], dict[int, float], str]:
-    """Row NAME's seeds by source reliance (see RULES): those below the floor, those at or above it (seed → src
-    nats; seeds without a measure are in neither) and what the floor is ("0.5 × post-6-6's 3.24")."""
-    row = rows[name]
-    srcs = {s["seed"]: s["src"] for s in row["seeds"] if s["src"] is not None}
-    reference = reference_row(name)
-    ref_src = rows[reference]["mean"]["src"] if reference != name and reference in rows else None
-    if ref_src is not None:
-        floor, against = (
-            COLLAPSE_SHARE * ref_src,
-            f"{COLLAPSE_SHARE:g} × {reference}'s {_cell(ref_src, None, 2)}",
-        )
-    else:
-        floor, against = SRC_FLOOR, f"the floor {SRC_FLOOR:g}"
-    low = {seed: src for seed, src in srcs.items() if src < floor}
-    return low, {seed: src for seed, src in srcs.items() if seed not in low}, against
-
-
-def failure(name: str, rows: dict[str, dict[str, Any]]) -> str | None:
-    """Why row NAME counts as failed to train (see RULES), or None when it trained: a seed diverged, or a seed's
-    source reliance is below the floor. Seeds that disagree are named, so a row that trains on some seeds and
-    stops reading the source on others reads as such, not as a mean between the two."""
-    row = rows[name]
-    if row["diverged"]:
-        return f"{name} diverged in {row['diverged']} of {row['n_seeds']} seeds"
-    low, kept, against = source_split(name, rows)
-    if not low:
-        return None
-    if not kept:
-        return f"{name} barely reads the source (src {_cell(row['mean']['src'], None, 2)} nats < {against})"
-
-    def listed(seeds: dict[int, float]) -> str:
-        return ", ".join(f"seed {seed} src {_cell(src, None, 2)}" for seed, src in sorted(seeds.items()))
-
-    return (
-        f"{name} barely reads the source on {len(low)} of {len(low) + len(kept)} seeds ({listed(low)} nats < "
-        f"{against}; it reads it on {listed(kept)})"
-    )
+from .style import line_style
+from .summaries import FLAT, SLOPE_EPOCHS, _cell, failure, reference_row, row_summary, source_split
 
 
 # ------------------------------------------------------------------------------------------------ the claims
@@ -294,7 +117,7 @@ def rescore_plan(
     compared pair whose recipes decode with different beams or length penalties, each under the other's."""
     todo: list[tuple[str, int, dict[str, Any]]] = []
     for system, baseline in comparison_pairs(records, claims):
-        own = {n: study.decode_setting(n, args) for n in (system, baseline)}
+        own = {n: core.decode_setting(n, args) for n in (system, baseline)}
         if own[system] == own[baseline]:
             continue
         for name, other in ((system, baseline), (baseline, system)):
@@ -309,11 +132,11 @@ def rescored_statistics(
 ) -> list[list[list[int]]] | None:
     """Row NAME's per-run BLEU statistics under decode SETTING: the records' own where it is the row's setting,
     else the `--rescore` results (None while any run lacks one)."""
-    if study.decode_setting(name, args) == setting:
+    if core.decode_setting(name, args) == setting:
         return _averaged_statistics(records)
     runs = []
     for r in records:
-        found = study._read_json(study.rescore_path(name, r["seed"], setting, args))
+        found = core._read_json(core.rescore_path(name, r["seed"], setting, args))
         if found is None:
             return None
         runs.append(found["bleu_statistics"])
@@ -339,9 +162,9 @@ def run_comparisons(
         result = seed_and_sentence_test(base_stats, sys_stats, n_samples=n_samples)
         test = {"system": system, "baseline": baseline, **result}
         if args is not None:
-            own = {n: study.decode_setting(n, args) for n in (system, baseline)}
+            own = {n: core.decode_setting(n, args) for n in (system, baseline)}
             if own[system] != own[baseline]:
-                test["decode_settings"] = {n: study.setting_tag(v) for n, v in own.items()}
+                test["decode_settings"] = {n: core.setting_tag(v) for n, v in own.items()}
                 alike = {}
                 for name in (system, baseline):
                     b = rescored_statistics(baseline, records[baseline], own[name], args)
@@ -407,7 +230,7 @@ def verdict(
     rows: dict[str, dict[str, Any]],
     tests: Sequence[dict[str, Any]],
 ) -> dict[str, Any]:
-    """The verdict on one claim by RULES: {"paper", "claim", "system", "baseline", "verdict" (depth_claims.VERDICTS),
+    """The verdict on one claim by RULES: {"paper", "claim", "system", "baseline", "verdict" (claims.VERDICTS),
     "why", "paper_number", "panel", "seeds", "test", "confound", "schedule", "group", "detectable"}."""
     system, baseline = resolve(claim, rows)
     out = {
@@ -620,16 +443,6 @@ def with_controls(verdicts: list[dict[str, Any]], claims: Sequence[Claim]) -> li
 
 
 # ------------------------------------------------------------------------------------------ the markdown
-def _cell(mean: float | None, sd: float | None, digits: int = 1, signed: bool = False) -> str:
-    """MEAN (± SD) to DIGITS; a value that rounds to zero reads 0, never "-0.00" (a source reliance of -0.001
-    nats is no reliance, not a negative one)."""
-    if mean is None:
-        return "—"
-    mean = round(mean, digits) + 0.0  # + 0.0 turns round's -0.0 into 0.0
-    text = f"{mean:+.{digits}f}" if signed else f"{mean:.{digits}f}"
-    return text + (f" ± {sd:.{digits}f}" if sd is not None else "")
-
-
 def _per_seed(row: dict[str, Any], key: str, digits: int, signed: bool = False) -> str:
     """A row's KEY seed by seed ("s1 2.4 · s2 29.4"): for a row whose seeds disagree, where mean ± sd says little."""
     return " · ".join(f"s{s['seed']} {_cell(s[key], None, digits, signed)}" for s in row["seeds"])
@@ -723,8 +536,6 @@ def glance_table(verdicts: Sequence[dict[str, Any]]) -> str:
 
 def glance_summary(verdicts: Sequence[dict[str, Any]], tests: Sequence[dict[str, Any]]) -> str:
     """The verdicts counted with each phenomenon once, and the test set's detectable Δ in words."""
-    from depth_claims import VERDICTS
-
     groups: dict[str, list[dict[str, Any]]] = {}
     for v in verdicts:
         if v.get("group"):
@@ -827,7 +638,7 @@ def settings_markdown(
         if name in rows and rows[name]["options"]:
             options = rows[name]["options"]
         else:
-            options, _ = study._recipe(name, args)
+            options, _ = core._recipe(name, args)
         why = depth_rows.MODELS[name].why
         lines.append(
             f"- {name} ({depth_rows.MODELS[name].recipe}): lr {options['learning_rate']:g}, warmup "
@@ -1015,12 +826,12 @@ def build_report(
     pilot: dict[str, Any] | None = None,
 ) -> tuple[str, dict[str, Any]]:
     """(markdown, JSON payload) of the report of `args.epochs` from its records; `lost`: the finished runs to
-    re-train for their weights (`lost_weights`); `pilot`: the budget pilot's payload (depth_pilot.build_pilot),
+    re-train for their weights (`lost_weights`); `pilot`: the budget pilot's payload (pilot.build_pilot),
     whose conclusion the settings quote."""
     rows = {name: row_summary(name, recs) for name, recs in records.items()}
     verdicts, tests = claim_verdicts(records, CLAIMS, n_samples, args)
     all_settings = [r["settings"] for recs in records.values() for r in recs if r.get("settings")]
-    settings = {**study.settings(args), **(all_settings[0] if all_settings else {})}
+    settings = {**core.settings(args), **(all_settings[0] if all_settings else {})}
     differing = sorted({k for s in all_settings for k in s if s.get(k) != settings.get(k)})
     left = remaining(planned, records, args.epochs, partial, prior_rates(settings))
     signatures = sorted(
@@ -1047,7 +858,7 @@ def build_report(
     ]
     budget = pilot["conclusion"] if pilot and pilot["rows"] else None
     if budget:
-        page = f"{_output_name('depth_multi30k_pilot', args)}.md"
+        page = f"{core._output_name('depth_multi30k_pilot', args)}.md"
         markdown.append(
             f"**The budget.** {args.epochs} epochs, from the budget pilot ([{page}]({page}): the 6-6 rows trained "
             f"at several budgets, each its own annealed run). {budget}"
@@ -1103,58 +914,6 @@ def build_report(
 
 
 # -------------------------------------------------------------------------------------------------- plots
-FAMILIES = {
-    "Reds": (
-        "post-6-6",
-        "post-18-6",
-        "admin-18-6",
-        "deepnorm-18-6",
-        "post-36-6",
-        "admin-36-6",
-        "deepnorm-36-6",
-        "post-36-6-low-lr",
-        "admin-36-6-low-lr",
-    ),
-    "Blues": ("pre-6-6", "pre-18-6", "dlcl-18-6"),
-    "Greens": ("matt-18-6", "dsinit-matt-18-6", "dsinit-matt-18-6-low-dropout"),
-    "Purples": (
-        "deep-decoder-6-12-plain",
-        "deep-decoder-6-12",
-        "deep-decoder-6-24-plain",
-        "deep-decoder-6-24",
-    ),
-    "Oranges": ("unshared-18-6", "shared-18-6"),
-    "Greys": ("marian-6-6",),
-}
-
-
-def colour(name: str) -> Any:
-    """Rows of one claim in one colour family (ADMIN reds, DLCL blues, DS-Init greens, deep decoder purples,
-    shared layers oranges, Marian grey), darker further down the family."""
-    import matplotlib
-
-    for cmap, names in FAMILIES.items():
-        if name in names:
-            share = names.index(name) / (len(names) - 1) if len(names) > 1 else 0.6
-            return matplotlib.colormaps[cmap](0.4 + 0.55 * share)
-    return "black"
-
-
-MARKERS = ("o", "s", "^", "D", "v", "P", "X")
-
-
-def line_style(name: str) -> dict[str, Any]:
-    """Colour by claim family, a marker by place in it; dotted: the 6-6 references, dashed: the counterfactual
-    rows (the baseline a claim measures another row against), solid: the claimed rows."""
-    marker = next(
-        (MARKERS[names.index(name) % len(MARKERS)] for names in FAMILIES.values() if name in names), "."
-    )
-    model = depth_rows.MODELS.get(name)
-    counterfactual = any(claim.baseline == name for claim in CLAIMS)
-    linestyle = ":" if model is not None and model.baseline is None else "--" if counterfactual else "-"
-    return {"color": colour(name), "marker": marker, "markersize": 4, "linestyle": linestyle}
-
-
 def plot(records: dict[str, list[dict[str, Any]]], path: Path, title: str) -> None:
     """Validation loss per epoch (mean over seeds, min-max shaded), learning rate per epoch (the anneal),
     validation BLEU against cumulative training CPU-hours, mean gradient norm per epoch."""
@@ -1209,10 +968,6 @@ def plot(records: dict[str, list[dict[str, Any]]], path: Path, title: str) -> No
 
 
 # ------------------------------------------------------------------------------------------------ the report
-def _output_name(base: str, args: argparse.Namespace) -> str:
-    return f"{base}.quick" if args.quick else base
-
-
 def rerun_markdown(records: dict[str, list[dict[str, Any]]]) -> str:
     """Runs re-trained with the same seed to keep their weights, beside what the first run measured: how far
     one seed's result reproduces on another machine."""
@@ -1234,16 +989,14 @@ def rerun_markdown(records: dict[str, list[dict[str, Any]]]) -> str:
 
 def report(args: argparse.Namespace) -> None:
     """Write bench/results/depth_multi30k.{md,json,png} (with `--quick`: depth_multi30k.quick.*) from the records
-    of the `--epochs` budget, and the budget pilot's (depth_pilot.pilot_report) beside it."""
-    records = load_records(study.records_root(args), args.epochs)
+    of the `--epochs` budget, and the budget pilot's (pilot.pilot_report) beside it."""
+    records = core.load_records(core.records_root(args), args.epochs)
     planned = study.plan(argparse.Namespace(**{**vars(args), "only": None}))
-    from depth_pilot import pilot_report  # here: depth_pilot imports this module
-
     pilot = pilot_report(args, echo=False)  # rebuilt with the report, so it never lags the records
     markdown, payload = build_report(
         records, args, planned, started_runs(planned, args), lost=lost_weights(records, args), pilot=pilot
     )
-    name = _output_name("depth_multi30k", args)
+    name = core._output_name("depth_multi30k", args)
     if records:
         plot(
             records,

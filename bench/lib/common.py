@@ -1,4 +1,4 @@
-"""Shared pieces of the benchmark scripts: provenance, interleaved timing, Multi30k data, result files.
+"""Shared pieces of the benchmark scripts: provenance, interleaved timing, Multi30k data and models, result files.
 
 Every result file records the exact command, library versions, the machine (cores, CPU model) and the date.
 Ratios are measured in one run with the sides interleaved (A B A B ...) and reported as medians over repeats.
@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 RESULTS = REPO / "bench" / "results"
 CACHE = REPO / "bench" / ".cache"  # tokenizers and tokenized data; git-ignored
 
@@ -254,3 +254,39 @@ def study_trainer(
         compute_loss_func=smoothed_loss if isinstance(model, MarianMTModel) else None,
         **kwargs,
     )
+
+
+def width_fields(d_model: int) -> dict[str, Any]:
+    """The width of a Multi30k study model: `d_model`, feed-forward 4 × d_model, a head per 32 dimensions."""
+    heads = max(1, d_model // 32)
+    return {
+        "d_model": d_model,
+        "encoder_ffn_dim": 4 * d_model,
+        "decoder_ffn_dim": 4 * d_model,
+        "encoder_attention_heads": heads,
+        "decoder_attention_heads": heads,
+    }
+
+
+def model_from_fields(variant: str, fields: dict[str, Any], tokenizer, d_model: int, max_length: int):
+    """A fresh model of `variant` ("marian" = stock MarianMTModel built from our base config) with `fields` on
+    top of the common width `d_model`; special ids from the tokenizer."""
+    from transformers import MarianMTModel
+
+    from deep_nmt_hf import VARIANTS
+    from deep_nmt_hf.publish.folding import stock_config
+    from deep_nmt_hf.training import build_config, resolve_variant
+    from deep_nmt_hf.training.generation_settings import translation_generation_config
+
+    fields = {**width_fields(d_model), **fields}
+    lengths = {"max_source_length": max_length, "max_target_length": max_length}
+    if variant == "marian":
+        ours = build_config(tokenizer, VARIANTS["base"], **lengths, **fields)
+        model = MarianMTModel(stock_config(ours))
+        model.generation_config = translation_generation_config(ours)
+        return model
+    config_class, lm_class = resolve_variant(variant)
+    config = build_config(tokenizer, config_class, **lengths, **fields)
+    model = lm_class(config)
+    model.generation_config = translation_generation_config(config)  # as trained models save it
+    return model

@@ -1,6 +1,6 @@
 """A forest plot of a study's claims: per claim, the measured Δ BLEU with its 95% CI beside the paper's own Δ.
 
-`forest_plot(verdicts, path, ...)` draws one line per claim (the verdict dicts of depth_report.claim_verdicts):
+`forest_plot(verdicts, path, ...)` draws one line per claim (the verdict dicts of depth.report.claim_verdicts):
 the bootstrap Δ of system − baseline with its 95% CI (filled when Holm-significant, hollow when not), the paper's
 own Δ as an open diamond where the paper states one, and the verdict, coloured, at the right. Differences past
 ±`limit` BLEU (a row that fails against one that trains: ±25-30) are drawn at the edge as an arrow with their
