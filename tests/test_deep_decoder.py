@@ -13,10 +13,13 @@ from deep_nmt_hf import DeepDecoderConfig, DeepDecoderForConditionalGeneration
 from deep_nmt_hf.model.caches import NoCrossAttentionLayer
 from deep_nmt_hf.model.collapse_losses import (
     ald_contrastive_loss,
+    collapse_reducing_loss,
     mask_source_tokens,
     sentence_representation,
     symmetric_kl,
+    token_cross_entropy,
 )
+from deep_nmt_hf.model.modeling_deep_nmt import DeepNMTDecoderLayer
 from deep_nmt_hf.model.transformers_compat import cache_of, with_cache
 from deep_nmt_hf.publish.folding import fold_to_stock
 
@@ -337,3 +340,23 @@ def test_gradient_checkpointing_trains_with_the_collapse_losses() -> None:
         assert len(caches) == 4 and all(cache is None for cache in caches)  # CE, DDR and two ALD passes
         grads.append(torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None]))
     torch.testing.assert_close(grads[1], grads[0], atol=1e-5, rtol=1e-5)
+
+
+def test_the_forward_adds_the_collapse_losses_through_their_one_entry_point() -> None:
+    """The model's training loss is `collapse_losses.collapse_reducing_loss` on the cross-entropy of its pass: the
+    same bits when called by hand after the same first pass (same random draws: dropout, drop-net, ALD masks)."""
+    fields = dict(cross_attention_drop_layers=1, cross_attention_drop_rate=0.5, dropout=0.1)
+    model = tiny_model(seed=2, ddr_loss_weight=1.0, ald_loss_weight=0.5, **fields).train()
+    inputs = batch(seed=1)
+    ids, mask, labels = inputs["input_ids"], inputs["attention_mask"], inputs["labels"]
+    torch.manual_seed(4)
+    out = model(**inputs)
+    torch.manual_seed(4)
+    target = model.prepare_decoder_input_ids_from_labels(labels)
+    outputs = model.model(ids, attention_mask=mask, decoder_input_ids=target, use_cache=False)
+    logits = model.lm_head(outputs.last_hidden_state)
+    nll = token_cross_entropy(logits, labels, model.config.label_smoothing)
+    loss, components = collapse_reducing_loss(model, nll, logits, outputs, labels, ids, mask, target)
+    assert torch.equal(loss, out.loss) and sorted(components) == ["ald_loss", "ddr_loss", "nll_loss"]
+    assert all(torch.equal(value, getattr(out, name)) for name, value in components.items())
+    assert all(type(layer) is DeepNMTDecoderLayer for layer in model.model.decoder.layers)

@@ -2,18 +2,27 @@
 
 from __future__ import annotations
 
+import hashlib
+
 import pytest
 import torch
-from factories import PAD, VOCAB, padded_batch, stepwise_logits, tiny_model
+from factories import PAD, VOCAB, padded_batch, stepwise_logits, tiny_model, variant_model
 from fresh_process import generate_with_remote_code
 from transformers import AutoModelForSeq2SeqLM
 
-from deep_nmt_hf import DSInitMAttConfig, DSInitMAttForConditionalGeneration
+from deep_nmt_hf import VARIANTS, DSInitMAttConfig, DSInitMAttForConditionalGeneration
 from deep_nmt_hf.model.caches import RunningAverageLayer
 from deep_nmt_hf.model.merged_attention import MergedAttention, cumulative_average
+from deep_nmt_hf.model.modeling_deep_nmt import (
+    DecoderLayerBase,
+    DeepNMTDecoderLayer,
+    DeepNMTEncoderLayer,
+    MergedAttentionDecoderLayer,
+)
 from deep_nmt_hf.model.residual import AdminOmega
 from deep_nmt_hf.model.transformers_compat import cache_of
 from deep_nmt_hf.publish.folding import NotFoldableError, fold_to_stock
+from deep_nmt_hf.training.sharding import shard_units
 
 
 def test_cumulative_average_equals_explicit_mean_with_padding() -> None:
@@ -144,3 +153,51 @@ def test_trust_remote_code_load_of_a_matt_model(tmp_path) -> None:
     )
     assert name == "DSInitMAttForConditionalGeneration"
     assert out == model.generate(input_ids=ids, attention_mask=mask, **generate).tolist()
+
+
+@pytest.mark.parametrize("attention", ["self", "merged"])
+def test_the_decoder_builds_the_layer_class_of_its_attention(attention: str) -> None:
+    """One decoder layer class per `decoder_attention`, picked when the decoder builds its layers (issue #51); the
+    model's `_no_split_modules` (FSDP units, device_map) name exactly the layer classes it builds."""
+    expected = {"self": DeepNMTDecoderLayer, "merged": MergedAttentionDecoderLayer}[attention]
+    model = tiny_model(decoder_attention=attention)
+    decoder = model.model.decoder
+    assert decoder.layer_class is expected
+    assert all(type(layer) is expected and isinstance(layer, DecoderLayerBase) for layer in decoder.layers)
+    assert not hasattr(decoder.layers[0], "self_attn" if attention == "merged" else "merged_attn")
+    assert set(model._no_split_modules) == {"DeepNMTEncoderLayer", expected.__name__}
+    assert {type(unit) for unit in shard_units(model)} == {DeepNMTEncoderLayer, expected}
+
+
+# per variant: the number of state-dict keys of its tiny model (factories.variant_model) and the first 16 hex digits
+# of the sha256 of those keys in state-dict order, as checkpoints saved before the decoder layer became one class
+# per attention kind (issue #51) hold them
+STATE_DICT_KEYS = {
+    "admin": (96, "52d330c437d74ad5"),
+    "base": (88, "a3d35ddf3abecadf"),
+    "deep_decoder": (82, "7f69dbbd3b754d23"),
+    "deepnorm": (88, "a3d35ddf3abecadf"),
+    "dlcl": (102, "526cdef1e54b0113"),
+    "dsinit_matt": (68, "3e3273e2ffabac8d"),
+    "shared_layers": (92, "8ab668872db27f1e"),
+}
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_state_dict_keys_and_their_order_are_those_of_earlier_checkpoints(variant: str) -> None:
+    """The keys (and their order: an optimizer state saved with a checkpoint follows it) stay those of the
+    checkpoints saved before: every one of them loads unchanged."""
+    keys = list(variant_model(variant).state_dict())
+    digest = hashlib.sha256("\n".join(keys).encode()).hexdigest()[:16]
+    assert (len(keys), digest) == STATE_DICT_KEYS[variant], "\n".join(keys)
+
+
+def test_a_matt_layer_keeps_the_keys_of_its_checkpoints() -> None:
+    """The MAtt sublayer shares every projection with its cross-attention (`merged_attn.fn.cross_attention.*`)."""
+    prefix = "model.decoder.layers.1."
+    keys = [k.removeprefix(prefix) for k in variant_model("dsinit_matt").state_dict() if k.startswith(prefix)]
+    projections = [f"{m}.{p}" for m in ("q_proj", "k_proj", "v_proj", "out_proj") for p in ("weight", "bias")]
+    expected = [f"merged_attn.fn.cross_attention.{k}" for k in projections]
+    expected += ["merged_attn.layer_norm.weight", "merged_attn.layer_norm.bias"]
+    expected += [f"ffn.fn.{m}.{p}" for m in ("fc1", "fc2") for p in ("weight", "bias")]
+    assert keys == expected + ["ffn.layer_norm.weight", "ffn.layer_norm.bias"]

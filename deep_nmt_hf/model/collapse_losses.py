@@ -18,14 +18,21 @@ Precision: every loss here is computed in fp32 whatever the dtype of its inputs 
 bf16 / fp16 under mixed-precision training): the cross-entropy and the KL upcast the logits, G(X, Y) sums in fp32.
 
 Reading: the paper samples the number of replaced tokens as round(γ · n) for n real tokens; we do the same, with at
-least one token replaced in X⁻ so that it differs from X. The losses are computed inside the model's forward (training
-mode with labels), so Seq2SeqTrainer trains them unchanged and label smoothing lives in the model's loss too.
+least one token replaced in X⁻ so that it differs from X.
+
+Where: `collapse_reducing_loss` runs the extra passes and adds the terms (fairseq keeps such losses in a criterion);
+the model's forward calls it in training mode with labels, so Seq2SeqTrainer trains them unchanged and label
+smoothing lives in the model's loss too. This module sees the model only through its `model` (the encoder-decoder),
+`lm_head` and `config`, and imports nothing of modeling_deep_nmt.py.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from torch import nn
+from transformers.modeling_outputs import BaseModelOutput, Seq2SeqModelOutput
 
 
 def token_cross_entropy(
@@ -92,3 +99,61 @@ def ald_contrastive_loss(
     pos = nn.functional.cosine_similarity(anchor.float(), positive.float(), dim=-1) / temperature
     neg = nn.functional.cosine_similarity(anchor.float(), negative.float(), dim=-1) / temperature
     return -(pos - torch.logsumexp(torch.stack([pos, neg], dim=-1), dim=-1)).mean()
+
+
+def collapse_reducing_loss(
+    model: Any,
+    nll: torch.Tensor,
+    logits: torch.Tensor,
+    outputs: Seq2SeqModelOutput,
+    labels: torch.Tensor,
+    input_ids: torch.Tensor | None,
+    attention_mask: torch.Tensor | None,
+    decoder_input_ids: torch.Tensor,
+) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """CE (mean of the passes) + w_DDR · DDR + w_ALD · ALD for one training batch of `model` (a
+    ForConditionalGeneration model: its `model`, `lm_head` and `config`), whose forward gave `logits`, `outputs`
+    (Seq2SeqModelOutput) and the cross-entropy `nll`. Up to three extra passes: a second decoder pass over the same
+    encoder output (DDR), two over degraded sources (ALD). Returns (loss, {"nll_loss", "ddr_loss", "ald_loss"}: the
+    components computed, nll_loss detached)."""
+    config = model.config
+    encoder_outputs = BaseModelOutput(last_hidden_state=outputs.encoder_last_hidden_state)
+    target_tokens = labels.ne(-100)
+    components: dict[str, torch.Tensor] = {}
+    extra = logits.new_zeros((), dtype=torch.float32)
+    if config.ddr_loss_weight > 0:  # a second decoder pass: other dropout and drop-net samples
+        second = model.model(
+            attention_mask=attention_mask,
+            decoder_input_ids=decoder_input_ids,
+            encoder_outputs=encoder_outputs,
+            use_cache=False,
+        )
+        logits2 = model.lm_head(second.last_hidden_state)
+        nll = 0.5 * (nll + token_cross_entropy(logits2, labels, config.label_smoothing))
+        components["ddr_loss"] = symmetric_kl(logits, logits2, target_tokens)
+        extra = extra + config.ddr_loss_weight * components["ddr_loss"]
+    if config.ald_loss_weight > 0:
+        if input_ids is None:
+            raise ValueError("ald_loss_weight > 0 needs input_ids (ALD masks source tokens with <unk>)")
+        mask = attention_mask if attention_mask is not None else torch.ones_like(input_ids)
+        special = [
+            i for i in (config.eos_token_id, config.pad_token_id, config.bos_token_id) if i is not None
+        ]
+        special += [config.unk_token_id, config.decoder_start_token_id]
+        ratios = torch.rand(input_ids.shape[0], device=input_ids.device) * config.ald_max_ratio
+        degraded = []
+        for fraction, at_least_one in ((ratios, False), (1.0 - ratios, True)):
+            masked = mask_source_tokens(
+                input_ids, mask, fraction, config.unk_token_id, special, None, at_least_one
+            )
+            states = model.model(
+                masked, attention_mask=mask, decoder_input_ids=decoder_input_ids, use_cache=False
+            ).last_hidden_state
+            degraded.append(sentence_representation(states, target_tokens))
+        anchor = sentence_representation(outputs.last_hidden_state, target_tokens)
+        components["ald_loss"] = ald_contrastive_loss(
+            anchor, degraded[0], degraded[1], config.ald_temperature
+        )
+        extra = extra + config.ald_loss_weight * components["ald_loss"]
+    components["nll_loss"] = nll.detach()
+    return nll + extra, components

@@ -83,6 +83,19 @@ def real_target_positions(mask: torch.Tensor) -> torch.Tensor:
     return row if row.dtype == torch.bool else row == 0
 
 
+def target_padding_of(attention_mask: torch.Tensor | None, static: bool) -> torch.Tensor | None:
+    """The real target positions (batch, length) that the average counts, from the decoder's attention mask: the
+    (batch, length) mask itself, or read from the 4D causal mask that `generate` hands a `static` cache."""
+    if isinstance(attention_mask, torch.Tensor) and attention_mask.dim() == 4 and static:
+        return real_target_positions(attention_mask)
+    if attention_mask is not None and attention_mask.dim() != 2:
+        raise ValueError(
+            "decoder_attention='merged' (MAtt) needs a (batch, length) decoder_attention_mask marking target "
+            f"padding, got shape {tuple(attention_mask.shape)}"
+        )
+    return attention_mask
+
+
 class MergedAttention(nn.Module):
     """MAtt(S) = W_o(M_a(S W_v) + context(S, H)), sharing every projection with the cross-attention.
 

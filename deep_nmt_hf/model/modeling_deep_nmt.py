@@ -7,7 +7,8 @@ Building blocks, each written once and used everywhere:
     Sublayer             norm, residual and dropout around one function f: post-LN `LN(x + f(x))` or pre-LN
                          `x + f(LN(x))` (Vaswani et al. 2017, eq. of sec. 3.1; prenorm-dlcl eq. 1-2)
     DeepNMTEncoderLayer  [self-attention, FFN] sublayers
-    DeepNMTDecoderLayer  [causal self-attention, cross-attention, FFN] sublayers
+    DeepNMTDecoderLayer  [causal self-attention, cross-attention, FFN] sublayers (`decoder_attention="self"`)
+    MergedAttentionDecoderLayer  [MAtt, FFN] (`"merged"`); both share DecoderLayerBase (FFN, forward)
     DeepNMTEncoder / DeepNMTDecoder  the stacks (plus a final LayerNorm for pre-LN)
 
 This file ships with saved checkpoints (`trust_remote_code`): it imports only transformers, torch and flat
@@ -38,13 +39,7 @@ from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 from transformers.utils.output_capturing import OutputRecorder, capture_outputs
 
 from .caches import decoder_cache, is_static, mark_cross_slot_without_attention, self_attention_half
-from .collapse_losses import (
-    ald_contrastive_loss,
-    mask_source_tokens,
-    sentence_representation,
-    symmetric_kl,
-    token_cross_entropy,
-)
+from .collapse_losses import collapse_reducing_loss, token_cross_entropy
 from .configuration_deep_nmt import (
     AdminConfig,
     DeepDecoderConfig,
@@ -64,7 +59,7 @@ from .initialization import (
 )
 from .layer_aggregation import LayerAggregation
 from .layer_sharing import stack_plan
-from .merged_attention import MergedAttention, real_target_positions
+from .merged_attention import MergedAttention, target_padding_of
 from .pipeline_shipping import carrying_translation_pipeline
 from .residual import AdminOmega, build_residual_scale, sublayers_per_layer
 from .transformers_compat import cache_of, takes_cache, with_cache
@@ -312,38 +307,63 @@ class DeepNMTEncoderLayer(GradientCheckpointingLayer):
         return hidden_states, weights
 
 
-class DeepNMTDecoderLayer(GradientCheckpointingLayer):
-    """Decoder layer l: causal self-attention, cross-attention over the encoder output, FFN.
-
-    With `decoder_attention="merged"` the first two become one MAtt sublayer (merged_attention.py)."""
+class DecoderLayerBase(GradientCheckpointingLayer):
+    """What every decoder layer l shares: attention sublayers first (`build_attention` of the subclass for
+    `config.decoder_attention`, `DECODER_LAYERS`, numbered from `first` over the stack), then the FFN sublayer that
+    ends every forward (`feed_forward`). All kinds take the same arguments, each reading what it needs, and return
+    (output, self-attention weights, cross-attention weights), weights None unless `output_attentions`; a kind's
+    static `target_masks` gives what its layers read of the target in one pass: (self-attention mask, padding)."""
 
     def __init__(self, config: DeepNMTConfig, layer_index: int) -> None:
         super().__init__()
         self.layer_index = layer_index
-        heads = config.decoder_attention_heads
         per_layer = sublayers_per_layer(config, "decoder")
         first = per_layer * layer_index
-        cross_attention = DeepNMTAttention(config, heads, is_causal=False, is_cross_attention=True)
-        self.self_attn = self.encoder_attn = self.merged_attn = None
-        if config.decoder_attention == "merged":
-            self.merged_attn = Sublayer(config, MergedAttention(cross_attention), "decoder", first)
-        else:
-            self_attention = DeepNMTAttention(config, heads, is_causal=True, is_cross_attention=False)
-            self.self_attn = Sublayer(config, self_attention, "decoder", first)
-            if not has_no_cross_attention(config, layer_index):
-                self.encoder_attn = Sublayer(config, cross_attention, "decoder", first + 1)
-            elif (
-                config.layer_norm_position == "post"
-            ):  # no attention, but the post-LN drop output LN(x) stays
-                self.encoder_attn = Sublayer(config, None, "decoder", first + 1)
+        self.build_attention(config, first)
         ffn = FeedForward(config, config.decoder_ffn_dim)
         self.ffn = Sublayer(config, ffn, "decoder", first + per_layer - 1)
         tag_layer_linears(self, "decoder", layer_index + 1)
 
+    def feed_forward(self, hidden_states: torch.Tensor, *weights: torch.Tensor | None) -> tuple[Any, ...]:
+        """The FFN sublayer that ends the layer: (its output, *the attention weights passed through)."""
+        hidden_states, _ = self.ffn(hidden_states)
+        return hidden_states, *weights
+
+
+class DeepNMTDecoderLayer(DecoderLayerBase):
+    """Decoder layer l with `decoder_attention="self"`: causal self-attention, cross-attention over the encoder
+    output, FFN. With cross-attention drop (deep decoder) the cross-attention of the lowest layers is dropped per
+    pass (`drop_cross_attention`) or, at rate 1, absent. Reads the causal mask, not `target_padding`."""
+
+    def build_attention(self, config: DeepNMTConfig, first: int) -> None:
+        heads = config.decoder_attention_heads
+        # built before the self-attention, and also where CAD leaves it out: the construction order fixes the
+        # random draws, so a seeded model gets the weights it always got
+        cross_attention = DeepNMTAttention(config, heads, is_causal=False, is_cross_attention=True)
+        self_attention = DeepNMTAttention(config, heads, is_causal=True, is_cross_attention=False)
+        self.self_attn = Sublayer(config, self_attention, "decoder", first)
+        self.encoder_attn = None
+        # drop-net rate 1: the lowest `cross_attention_drop_layers` layers own no cross-attention; post-LN keeps
+        # the sublayer's LayerNorm, which then always outputs LN(x), the paper's drop formula
+        absent = (
+            config.cross_attention_drop_rate == 1.0 and self.layer_index < config.cross_attention_drop_layers
+        )
+        if not absent:
+            self.encoder_attn = Sublayer(config, cross_attention, "decoder", first + 1)
+        elif config.layer_norm_position == "post":
+            self.encoder_attn = Sublayer(config, None, "decoder", first + 1)
+
     def sublayers(self) -> list[Sublayer]:
-        if self.merged_attn is not None:
-            return [self.merged_attn, self.ffn]
         return [s for s in (self.self_attn, self.encoder_attn, self.ffn) if s is not None]
+
+    @staticmethod
+    def target_masks(
+        config: Any, hidden_states: torch.Tensor, attention_mask: torch.Tensor | None, cache: Cache | None
+    ) -> tuple[torch.Tensor | None, None]:
+        """The causal self-attention mask, built for `config` (`mask_config`); it carries the target padding."""
+        # positional: the cache argument is `cache` from 5.24 on, `past_key_values` before
+        self_half = self_attention_half(cache) if cache is not None else None
+        return create_causal_mask(config, hidden_states, attention_mask, self_half), None
 
     def forward(
         self,
@@ -355,46 +375,30 @@ class DeepNMTDecoderLayer(GradientCheckpointingLayer):
         cache_index: int = 0,
         output_attentions: bool = False,
         target_padding: torch.Tensor | None = None,
-        drop_cross_attention: bool = False,
+        drop_cross_attention: bool | torch.Tensor = False,
     ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
         slot = {"cache": cache, "cache_index": cache_index}
-        self_weights = cross_weights = None
-        if self.merged_attn is not None:
-            hidden_states, (self_weights, cross_weights) = self.merged_attn(
+        hidden_states, self_weights = self.self_attn(
+            hidden_states, attention_mask=self_attention_mask, output_attentions=output_attentions, **slot
+        )
+        cross_weights = None
+        attends = self.encoder_attn is not None and self.encoder_attn.fn is not None
+        if self.encoder_attn is not None:
+            hidden_states, cross_weights = self.encoder_attn(
                 hidden_states,
                 key_value_states=encoder_hidden_states,
                 attention_mask=encoder_attention_mask,
-                target_padding=target_padding,
                 output_attentions=output_attentions,
+                skip=drop_cross_attention,
                 **slot,
             )
-        else:
-            hidden_states, self_weights = self.self_attn(
-                hidden_states,
-                attention_mask=self_attention_mask,
-                output_attentions=output_attentions,
-                **slot,
+        if not attends:
+            mark_cross_slot_without_attention(
+                cache, cache_index, encoder_hidden_states, self.self_attn.fn.num_heads
             )
-            attends = self.encoder_attn is not None and self.encoder_attn.fn is not None
-            if self.encoder_attn is not None:
-                hidden_states, cross_weights = self.encoder_attn(
-                    hidden_states,
-                    key_value_states=encoder_hidden_states,
-                    attention_mask=encoder_attention_mask,
-                    output_attentions=output_attentions,
-                    skip=drop_cross_attention,
-                    **slot,
-                )
-            if not attends:
-                mark_cross_slot_without_attention(
-                    cache, cache_index, encoder_hidden_states, self.self_attn.fn.num_heads
-                )
-            if output_attentions and cross_weights is None:
-                hidden_states, cross_weights = self.absent_cross_attention(
-                    hidden_states, encoder_hidden_states
-                )
-        hidden_states, _ = self.ffn(hidden_states)
-        return hidden_states, self_weights, cross_weights
+        if output_attentions and cross_weights is None:
+            hidden_states, cross_weights = self.absent_cross_attention(hidden_states, encoder_hidden_states)
+        return self.feed_forward(hidden_states, self_weights, cross_weights)
 
     def absent_cross_attention(
         self, hidden_states: torch.Tensor, memory: torch.Tensor
@@ -415,10 +419,53 @@ class DeepNMTDecoderLayer(GradientCheckpointingLayer):
         return hidden_states + zeros[..., :0].sum(), zeros
 
 
-def has_no_cross_attention(config: DeepNMTConfig, layer_index: int) -> bool:
-    """With drop-net rate 1, the lowest `cross_attention_drop_layers` decoder layers own no cross-attention
-    (post-LN keeps the sublayer's LayerNorm, which then always outputs LN(x), the paper's drop formula)."""
-    return config.cross_attention_drop_rate == 1.0 and layer_index < config.cross_attention_drop_layers
+class MergedAttentionDecoderLayer(DecoderLayerBase):
+    """Decoder layer l with `decoder_attention="merged"` (DS-Init + MAtt, Zhang et al. 2019): one MAtt sublayer,
+    the average attention over the target prefix merged with the cross-attention whose projections it shares
+    (merged_attention.py), then the FFN. Its cache slot holds prefix sums (caches.RunningAverageLayer), not keys
+    and values. Reads `target_padding`, no self-attention mask; no cross-attention drop (the config rejects it)."""
+
+    def build_attention(self, config: DeepNMTConfig, first: int) -> None:
+        heads = config.decoder_attention_heads
+        cross_attention = DeepNMTAttention(config, heads, is_causal=False, is_cross_attention=True)
+        self.merged_attn = Sublayer(config, MergedAttention(cross_attention), "decoder", first)
+
+    def sublayers(self) -> list[Sublayer]:
+        return [self.merged_attn, self.ffn]
+
+    @staticmethod
+    def target_masks(
+        config: Any, hidden_states: torch.Tensor, attention_mask: torch.Tensor | None, cache: Cache | None
+    ) -> tuple[None, torch.Tensor | None]:
+        """No self-attention mask; the target padding (batch, length) that the average skips."""
+        return None, target_padding_of(attention_mask, is_static(cache))
+
+    def forward(
+        self,
+        hidden_states: torch.Tensor,
+        self_attention_mask: torch.Tensor | None,
+        encoder_hidden_states: torch.Tensor,
+        encoder_attention_mask: torch.Tensor | None,
+        cache: Cache | None = None,
+        cache_index: int = 0,
+        output_attentions: bool = False,
+        target_padding: torch.Tensor | None = None,
+        drop_cross_attention: bool | torch.Tensor = False,
+    ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+        hidden_states, (self_weights, cross_weights) = self.merged_attn(
+            hidden_states,
+            key_value_states=encoder_hidden_states,
+            attention_mask=encoder_attention_mask,
+            target_padding=target_padding,
+            output_attentions=output_attentions,
+            cache=cache,
+            cache_index=cache_index,
+        )
+        return self.feed_forward(hidden_states, self_weights, cross_weights)
+
+
+# the decoder layer class of each `config.decoder_attention`, picked once when the decoder builds its layers
+DECODER_LAYERS = {"self": DeepNMTDecoderLayer, "merged": MergedAttentionDecoderLayer}
 
 
 class _AttentionView:
@@ -450,7 +497,12 @@ class DeepNMTPreTrainedModel(PreTrainedModel):
     _supports_flash_attn = True
     _supports_flex_attn = True
     _can_compile_fullgraph = True  # generate compiles static-cache decoding (MAtt too: StaticRunningAverage)
-    _no_split_modules = ["DeepNMTEncoderLayer", "DeepNMTDecoderLayer"]
+    _no_split_modules = ["DeepNMTEncoderLayer", "DeepNMTDecoderLayer", "MergedAttentionDecoderLayer"]
+
+    def __init__(self, config: DeepNMTConfig, *inputs: Any, **kwargs: Any) -> None:
+        super().__init__(config, *inputs, **kwargs)
+        # the layer classes this model builds (FSDP units, device_map): accelerate rejects a name it cannot find
+        self._no_split_modules = ["DeepNMTEncoderLayer", DECODER_LAYERS[config.decoder_attention].__name__]
 
     def save_pretrained(self, save_directory: Any, *args: Any, **kwargs: Any) -> Any:
         """Transformers' save; the directory also carries `pipeline("translation")` (pipeline_shipping.py):
@@ -617,14 +669,15 @@ class DeepNMTDecoder(_Stack):
     (`_can_record_outputs`), as for Marian; hidden states start with the first layer's input."""
 
     _can_record_outputs = {
-        "hidden_states": OutputRecorder(DeepNMTDecoderLayer, index=0),
-        "attentions": OutputRecorder(DeepNMTDecoderLayer, index=1),
-        "cross_attentions": OutputRecorder(DeepNMTDecoderLayer, index=2),
+        "hidden_states": OutputRecorder(DecoderLayerBase, index=0),
+        "attentions": OutputRecorder(DecoderLayerBase, index=1),
+        "cross_attentions": OutputRecorder(DecoderLayerBase, index=2),
     }
 
     def __init__(self, config: DeepNMTConfig, shared: nn.Embedding) -> None:
         super().__init__(config, shared, "decoder")
-        self.layers = nn.ModuleList(DeepNMTDecoderLayer(config, i) for i in range(self.num_owned))
+        self.layer_class = DECODER_LAYERS[config.decoder_attention]
+        self.layers = nn.ModuleList(self.layer_class(config, i) for i in range(self.num_owned))
 
     @capture_outputs
     @takes_cache
@@ -648,19 +701,9 @@ class DeepNMTDecoder(_Stack):
         past_length = cache.get_seq_length() if cache is not None else 0
         hidden_states = self.embed(input_ids, inputs_embeds, offset=past_length)
         masks_for = mask_config(self.config, output_attentions)
-        self_mask = None
-        if self.config.decoder_attention == "self":
-            # positional: the cache argument is `cache` from 5.24 on, `past_key_values` before
-            self_half = self_attention_half(cache) if cache is not None else None
-            self_mask = create_causal_mask(masks_for, hidden_states, attention_mask, self_half)
-        elif isinstance(attention_mask, torch.Tensor) and attention_mask.dim() == 4 and is_static(cache):
-            # `generate` hands a static cache a 4D causal mask; MAtt reads the real target positions from it
-            attention_mask = real_target_positions(attention_mask)
-        elif attention_mask is not None and attention_mask.dim() != 2:
-            raise ValueError(
-                "decoder_attention='merged' (MAtt) needs a (batch, length) decoder_attention_mask marking target "
-                f"padding, got shape {tuple(attention_mask.shape)}"
-            )
+        self_mask, target_padding = self.layer_class.target_masks(
+            masks_for, hidden_states, attention_mask, cache
+        )
         cross_mask = create_bidirectional_mask(
             config=masks_for,
             inputs_embeds=hidden_states,
@@ -689,7 +732,7 @@ class DeepNMTDecoder(_Stack):
                 cache=cache,
                 cache_index=application,
                 output_attentions=bool(output_attentions),
-                target_padding=attention_mask,
+                target_padding=target_padding,
                 drop_cross_attention=drop,
             )
             hidden_states = self.next_input(output, history)
@@ -926,8 +969,8 @@ class DeepNMTForConditionalGeneration(DeepNMTPreTrainedModel, GenerationMixin):
         if labels is not None:
             loss = token_cross_entropy(logits, labels, self.config.label_smoothing)
             if self.training and (self.config.ddr_loss_weight > 0 or self.config.ald_loss_weight > 0):
-                loss, components = self._collapse_reducing_loss(
-                    loss, logits, outputs, labels, input_ids, attention_mask, decoder_input_ids
+                loss, components = collapse_reducing_loss(
+                    self, loss, logits, outputs, labels, input_ids, attention_mask, decoder_input_ids
                 )
         out = DeepNMTSeq2SeqLMOutput(
             loss=loss,
@@ -942,59 +985,6 @@ class DeepNMTForConditionalGeneration(DeepNMTPreTrainedModel, GenerationMixin):
             **(components or {}),
         )
         return out if return_dict is not False else out.to_tuple()
-
-    def _collapse_reducing_loss(
-        self,
-        nll: torch.Tensor,
-        logits: torch.Tensor,
-        outputs: Seq2SeqModelOutput,
-        labels: torch.Tensor,
-        input_ids: torch.Tensor | None,
-        attention_mask: torch.Tensor | None,
-        decoder_input_ids: torch.Tensor,
-    ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-        """CE (mean of the passes) + w_DDR · DDR + w_ALD · ALD (collapse_losses.py, deep-decoder-cad-crt sec. 4)."""
-        config = self.config
-        encoder_outputs = BaseModelOutput(last_hidden_state=outputs.encoder_last_hidden_state)
-        target_tokens = labels.ne(-100)
-        components: dict[str, torch.Tensor] = {}
-        extra = logits.new_zeros((), dtype=torch.float32)
-        if config.ddr_loss_weight > 0:  # a second decoder pass: other dropout and drop-net samples
-            second = self.model(
-                attention_mask=attention_mask,
-                decoder_input_ids=decoder_input_ids,
-                encoder_outputs=encoder_outputs,
-                use_cache=False,
-            )
-            logits2 = self.lm_head(second.last_hidden_state)
-            nll = 0.5 * (nll + token_cross_entropy(logits2, labels, config.label_smoothing))
-            components["ddr_loss"] = symmetric_kl(logits, logits2, target_tokens)
-            extra = extra + config.ddr_loss_weight * components["ddr_loss"]
-        if config.ald_loss_weight > 0:
-            if input_ids is None:
-                raise ValueError("ald_loss_weight > 0 needs input_ids (ALD masks source tokens with <unk>)")
-            mask = attention_mask if attention_mask is not None else torch.ones_like(input_ids)
-            special = [
-                i for i in (config.eos_token_id, config.pad_token_id, config.bos_token_id) if i is not None
-            ]
-            special += [config.unk_token_id, config.decoder_start_token_id]
-            ratios = torch.rand(input_ids.shape[0], device=input_ids.device) * config.ald_max_ratio
-            degraded = []
-            for fraction, at_least_one in ((ratios, False), (1.0 - ratios, True)):
-                masked = mask_source_tokens(
-                    input_ids, mask, fraction, config.unk_token_id, special, None, at_least_one
-                )
-                states = self.model(
-                    masked, attention_mask=mask, decoder_input_ids=decoder_input_ids, use_cache=False
-                ).last_hidden_state
-                degraded.append(sentence_representation(states, target_tokens))
-            anchor = sentence_representation(outputs.last_hidden_state, target_tokens)
-            components["ald_loss"] = ald_contrastive_loss(
-                anchor, degraded[0], degraded[1], config.ald_temperature
-            )
-            extra = extra + config.ald_loss_weight * components["ald_loss"]
-        components["nll_loss"] = nll.detach()
-        return nll + extra, components
 
 
 class AdminModel(DeepNMTModel):
@@ -1075,6 +1065,7 @@ __all__ = [
     "AdminModel",
     "DeepNormForConditionalGeneration",
     "DeepNormModel",
+    "DecoderLayerBase",
     "DeepNMTAttention",
     "DeepNMTDecoder",
     "DeepNMTDecoderLayer",
@@ -1084,6 +1075,7 @@ __all__ = [
     "DeepNMTModel",
     "DeepNMTPreTrainedModel",
     "FeedForward",
+    "MergedAttentionDecoderLayer",
     "SinusoidalPositions",
     "Sublayer",
     "default_generation_config",
