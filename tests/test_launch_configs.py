@@ -18,6 +18,10 @@ from pathlib import Path
 
 import pytest
 import yaml
+from factories import TINY_SHAPE, VOCAB
+from transformers import AutoModelForSeq2SeqLM
+
+import deep_nmt_hf
 
 REPO = Path(__file__).resolve().parents[1]
 CONFIGS = REPO / "examples" / "accelerate"
@@ -162,7 +166,12 @@ def test_each_config_goes_through_accelerates_launch_preparation(path: Path, mon
         plugin = FullyShardedDataParallelPlugin()
         assert plugin.fsdp_version == 2 and plugin.reshard_after_forward is True
         assert plugin.auto_wrap_policy is transformer_auto_wrap_policy
-        assert plugin.transformer_cls_names_to_wrap == ["DeepNMTEncoderLayer", "DeepNMTDecoderLayer"]
+        # no class names in the yaml: accelerate wraps the model's own _no_split_modules, which name the decoder
+        # layer class of its kind (MAtt builds MergedAttentionDecoderLayer); every variant must resolve
+        assert plugin.transformer_cls_names_to_wrap is None
+        for variant in sorted(deep_nmt_hf.VARIANTS):
+            config = deep_nmt_hf.VARIANTS[variant](vocab_size=VOCAB, max_position_embeddings=64, **TINY_SHAPE)
+            plugin.set_auto_wrap_policy(AutoModelForSeq2SeqLM.from_config(config))
 
 
 def slurm_dry_run(env: dict[str, str], *args: str, path: str | None = None) -> dict[str, str]:
