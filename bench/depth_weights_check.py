@@ -140,7 +140,7 @@ def report_markdown(results: list[dict[str, Any]]) -> str:
     return (
         "# The depth study's committed weights, reloaded\n\n"
         "Each finished run's final (averaged) model is committed in float16 beside its record "
-        "(bench/study_weights.py). Reloaded on this machine and decoded again on test_2016_flickr with its own "
+        "(bench/lib/study_weights.py). Reloaded on this machine and decoded again on test_2016_flickr with its own "
         "generation config, against what the record measured on the float32 model: corpus BLEU and the sentences "
         "whose sacreBLEU statistics are unchanged. A run reproduces when at least "
         f"{SAME_SHARE:.0%} of its sentences are unchanged and its BLEU moves by at most {MAX_DELTA} "

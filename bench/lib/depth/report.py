@@ -802,7 +802,7 @@ LIMITS = limits_markdown()
 COLUMNS = (
     "Columns: params in millions; seeds = runs behind the row; CPU-s/epoch = training CPU seconds per epoch "
     "(one thread; on the reference machine: an epoch another machine trained is scaled by the ratio of the two "
-    "machines' speed probes, bench/machine_speed.py); BLEU / chrF / TER of the averaged model (avg) and BLEU of "
+    "machines' speed probes, bench/lib/machine_speed.py); BLEU / chrF / TER of the averaged model (avg) and BLEU of "
     "the best-validation checkpoint (best), "
     "mean ± sd over seeds (a row whose seeds disagree, some reading the source and some not, gives BLEU avg "
     "and src seed by seed: s1 … · s2 …); slope = least-squares slope of the validation loss over the last "
