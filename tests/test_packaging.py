@@ -95,7 +95,7 @@ def test_sdist_carries_the_model_card_templates(built: tuple[Path, Path]) -> Non
 def test_card_dir_is_the_checkouts_in_a_checkout() -> None:
     from deep_nmt_hf.publish import hub
 
-    import_root = Path(hub.__file__).resolve().parent.parent
+    import_root = Path(hub.__file__).resolve().parents[2]  # deep_nmt_hf/publish/hub.py
     if import_root != ROOT:
         pytest.skip(f"deep_nmt_hf is imported from {import_root}, not from this checkout")
     assert hub.card_dir() == hub.CARD_DIR == ROOT / "model_cards"
