@@ -1072,6 +1072,13 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--pad", default="auto", help="new pipeline's padding multiple: auto (8 on CUDA, none on CPU) or N"
     )
+    parser.add_argument(
+        "--cudnn-sdp",
+        choices=("on", "off"),
+        default="on",
+        help="off: torch.backends.cuda.enable_cudnn_sdp(False) before anything runs, so SDPA picks flash / "
+        "memory-efficient kernels (the H200 run's suspect for bf16's per-shape cost: bench/results/gpu_h200)",
+    )
     parser.add_argument("--generate-batch", type=int, default=64)
     parser.add_argument(
         "--generate-tokens", type=int, help="decoded tokens per sentence (default 32; --quick 4)"
@@ -1113,9 +1120,15 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
+def apply_backend_settings(args: argparse.Namespace) -> None:
+    """`--cudnn-sdp off`: SDPA may not pick cuDNN's attention (recorded with the settings)."""
+    torch.backends.cuda.enable_cudnn_sdp(args.cudnn_sdp == "on")
+
+
 def main(argv: list[str] | None = None) -> Path:
     args = parse(argv)
     device = torch.device(args.device)
+    apply_backend_settings(args)
     stem = args.out or str(RESULTS / f"gpu_training_{device.type}{'_quick' if args.quick else ''}")
     path = Path(stem).with_suffix(".json")
     results = Results(path, args)

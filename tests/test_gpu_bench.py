@@ -178,5 +178,16 @@ def test_quick_bench_writes_every_row_with_its_fields(tmp_path):
     assert out.with_suffix(".md").read_text().startswith("# GPU training bench")
 
 
+def test_cudnn_sdp_off_takes_cudnn_attention_out_of_sdpa_s_choice():
+    before = torch.backends.cuda.cudnn_sdp_enabled()
+    try:
+        gpu_training.apply_backend_settings(quick_args(cudnn_sdp="off"))
+        assert torch.backends.cuda.cudnn_sdp_enabled() is False
+        gpu_training.apply_backend_settings(quick_args())
+        assert torch.backends.cuda.cudnn_sdp_enabled() is True
+    finally:
+        torch.backends.cuda.enable_cudnn_sdp(before)
+
+
 def test_gpu_check_script_parses():
     subprocess.run(["bash", "-n", str(REPO / "bench" / "gpu_check.sh")], check=True)
