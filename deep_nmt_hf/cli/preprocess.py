@@ -65,7 +65,8 @@ def _cmd_preprocess(args: argparse.Namespace) -> int:
 
     from transformers import AutoTokenizer
 
-    from ..data import ReadReport, load_parallel
+    from ..data import ReadReport
+    from ..data.corpus import TrainingCorpus
     from ..data.preprocessing import cached_tokenizer, main_process_first, tokenize_cached
 
     for name in ("num_proc", "tokenizer_sample", "max_train_samples"):
@@ -73,13 +74,12 @@ def _cmd_preprocess(args: argparse.Namespace) -> int:
         if value is not None and value < 1:
             raise ValueError(f"--{name.replace('_', '-')}={value} must be a positive integer")
     report = ReadReport()
+    # the split and subset `train` reads (its map-style lane), so that train finds what this caches
+    corpus = TrainingCorpus(
+        _data_source(args), args.train_split, args.src_lang, args.tgt_lang, cache_dir=args.cache_dir
+    )
     with main_process_first():
-        langs = (args.src_lang, args.tgt_lang)
-        train_set = load_parallel(
-            _data_source(args), args.train_split, *langs, report=report, cache_dir=args.cache_dir
-        )
-    if args.max_train_samples is not None and len(train_set) > args.max_train_samples:
-        train_set = train_set.select(range(args.max_train_samples))
+        train_set = corpus.pairs(report, limit=args.max_train_samples)
     if args.tokenizer is not None:
         tokenizer, tokenizer_dir = AutoTokenizer.from_pretrained(args.tokenizer), Path(args.tokenizer)
     else:
