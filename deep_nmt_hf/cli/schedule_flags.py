@@ -11,8 +11,6 @@ from typing import Any
 
 from .names import PAPER_PRESET_NAMES
 
-DEFAULT_EPOCHS = 10.0
-
 
 def add_schedule_flags(run: Any, options: Any) -> None:
     """The flags on the parser's "training" group. `options` (a `flags.FieldFlags` of `TrainingOptions`) adds
@@ -46,17 +44,9 @@ def preset_help() -> str:
     )
 
 
-def schedule_values(args: argparse.Namespace) -> tuple[str | None, dict[str, Any], dict[str, Any]]:
-    """(recipe, TrainingOptions fields, config fields) from --preset (a paper preset) and the flags above: the
-    preset's values under the explicit ones. Raises ValueError on contradicting flags."""
-    recipe, options, config = args.recipe, {}, {}
-    if args.preset in PAPER_PRESET_NAMES:
-        from ..science.paper_presets import preset_values
-
-        preset_recipe, options, config = preset_values(args.preset)
-        recipe = recipe or preset_recipe
-    else:
-        options["preset"] = args.preset
+def schedule_flag_values(args: argparse.Namespace) -> dict[str, Any]:
+    """The TrainingOptions fields the flags above set, those given only. Raises ValueError on contradicting
+    flags."""
     explicit = {
         "gradient_accumulation_steps": args.gradient_accumulation_steps,
         "save_strategy": args.save_strategy,
@@ -74,6 +64,13 @@ def schedule_values(args: argparse.Namespace) -> tuple[str | None, dict[str, Any
         if args.save_strategy == "steps":
             raise ValueError("--average-last-epochs needs --save-strategy epoch (or no --save-strategy)")
         explicit.update(save_strategy="epoch", average_last_checkpoints=args.average_last_epochs)
-    options.update({key: value for key, value in explicit.items() if value is not None})
-    options.setdefault("num_train_epochs", DEFAULT_EPOCHS)
-    return recipe, options, config
+    return {key: value for key, value in explicit.items() if value is not None}
+
+
+def schedule_values(args: argparse.Namespace) -> tuple[str | None, dict[str, Any], dict[str, Any]]:
+    """(recipe, TrainingOptions fields, config fields) from --preset (`resolution.preset_layer`) with the flags
+    above on top: layers 4 and 6 of `resolution.resolve_run` for these fields alone."""
+    from ..training.resolution import preset_layer
+
+    recipe, options, config = preset_layer(args.preset, args.recipe)
+    return recipe, {**options, **schedule_flag_values(args)}, config

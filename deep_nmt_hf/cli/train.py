@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import Any
 
 from .common import _add_data_flags, _choice_help, _data_source, _HelpFormatter, _print_scores, _variant_names
-from .flags import FieldFlags, field_values, flag_default, flag_fields, light_import
+from .flags import FieldFlags, flag_default, flag_dest, flag_fields, light_import
 from .preprocess import _add_data_path_flags
-from .schedule_flags import add_schedule_flags, preset_help, schedule_values
+from .schedule_flags import add_schedule_flags, preset_help, schedule_flag_values
 
 # choice flags: exactly the config field names (validated by the config class, not by argparse)
 CHOICE_FLAGS = (
@@ -147,8 +147,8 @@ def _parse_set(items: Sequence[str]) -> dict[str, Any]:
     return values
 
 
-def _config_overrides(args: argparse.Namespace) -> dict[str, Any]:
-    overrides = _parse_set(args.config_set)
+def _config_flags(args: argparse.Namespace) -> dict[str, Any]:
+    """The config fields the named flags set (those given only; --set is `_parse_set`'s)."""
     flags = {
         "d_model": args.d_model,
         "encoder_layers": args.encoder_layers,
@@ -164,38 +164,45 @@ def _config_overrides(args: argparse.Namespace) -> dict[str, Any]:
         "max_position_embeddings": args.max_position_embeddings,
         **{field: getattr(args, field) for field in CHOICE_FLAGS},
     }
-    overrides.update({key: value for key, value in flags.items() if value is not None})
-    return overrides
+    return {key: value for key, value in flags.items() if value is not None}
+
+
+def _option_flags(args: argparse.Namespace, options_class: type) -> dict[str, Any]:
+    """The TrainingOptions fields the user gave on the command line. A flag at its default counts as not given
+    (argparse cannot tell them apart), so that a preset's or recipe's value applies under it."""
+    values = {
+        field.name: getattr(args, flag_dest(field))
+        for field in flag_fields(options_class)
+        if hasattr(args, flag_dest(field)) and getattr(args, flag_dest(field)) != flag_default(field)
+    }
+    for name in ("output_dir", "tokenizer_dir"):  # --output-dir, --tokenizer: Paths for str fields
+        if name in values:
+            values[name] = str(values[name])
+    by_hand = {
+        "variant": args.variant,
+        "preset": args.preset,
+        "recipe": args.recipe,
+        "disable_tqdm": True if args.no_progress else None,
+        "num_proc": args.num_proc,
+        "tokenizer_sample": args.tokenizer_sample,
+        "cache_dir": args.cache_dir,
+    }
+    values.update((key, value) for key, value in by_hand.items() if value is not None)
+    return {**values, **schedule_flag_values(args), "data_source": _data_source(args)}
 
 
 def _cmd_train(args: argparse.Namespace) -> int:
     from ..training import TrainingOptions, train
+    from ..training.resolution import resolve_run
 
-    recipe, scheduled, preset_config = schedule_values(args)  # a paper preset's values under the flags
-    values = {**field_values(args, TrainingOptions), "variant": args.variant}  # the flags' values, by field
-    del values["recipe"]  # from_recipe's own argument: --recipe, else the paper preset's (schedule_values)
-    for name in ("output_dir", "tokenizer_dir"):  # --output-dir, --tokenizer: Paths for str fields
-        values[name] = str(values[name]) if values[name] is not None else None
-    # a flag with a default always sets its field; one without (None unless given) leaves its field to the
-    # preset, then the recipe, then TrainingOptions' default
-    defaults = {f.name: flag_default(f) for f in flag_fields(TrainingOptions) if flag_default(f) is not None}
-    given = {name: value for name, value in values.items() if name not in defaults and value is not None}
-    # a paper preset's value (e.g. --max-steps, --save-steps) wins over a flag left at its default
-    kept = {
-        name: values[name] for name in defaults if name not in scheduled or values[name] != defaults[name]
-    }
-    options = TrainingOptions.from_recipe(
-        recipe,
-        **{**{k: v for k, v in scheduled.items() if k not in kept}, **given},
-        **kept,
-        data_source=_data_source(args),
-        disable_tqdm=True if args.no_progress else None,
-        num_proc=args.num_proc,
-        tokenizer_sample=args.tokenizer_sample,
-        cache_dir=args.cache_dir,
+    # one path for every value (training/resolution.py): flags over --set over the paper preset over the recipe
+    # over the shape preset over the defaults; every value is checked here, before any data is read
+    run = resolve_run(
+        _option_flags(args, TrainingOptions), _config_flags(args), config_set=_parse_set(args.config_set)
     )
+    options = run.options
     with contextlib.redirect_stdout(sys.stderr):  # Trainer logs go to stderr; stdout carries only the result
-        record = train(options, {**preset_config, **_config_overrides(args)})
+        record = train(options, run.overrides)
     if "process_index" in record:  # a non-zero rank of a multi-process run: rank 0 reports
         return 0
     if args.json:

@@ -16,8 +16,8 @@ checkpoints too) and renamed to ``output_dir`` only when the model, tokenizer, g
 ``metrics.json`` are complete, so a crash never leaves a half-written model directory. If a run fails after
 writing checkpoints, the staging directory is kept so that ``resume=True`` can continue it.
 
-The package has one module per job: `options` (TrainingOptions, the NMT recipe), `inputs` (variant, config,
-splits, tokenization), `trainer` (DeepNMTTrainer), `divergence`, `staging`, `metrics`, `translation`, `run`
+The package has one module per job: `options` (TrainingOptions, the NMT recipe), `resolution` (`resolve_run`:
+where each value of a run comes from), `inputs` (variant, config, splits, tokenization), `trainer` (DeepNMTTrainer), `divergence`, `staging`, `metrics`, `translation`, `run`
 (`train`).
 """
 
@@ -26,6 +26,7 @@ from .divergence import DivergenceCallback, TrainingDivergedError
 from .inputs import VALID_SPLIT_CANDIDATES, build_config, resolve_variant, training_corpus
 from .metrics import compute_translation_metrics, make_compute_metrics, paired_bootstrap
 from .options import ADAM_BETAS, TRAIN_SAMPLING, TrainingOptions, nmt_recipe
+from .resolution import ResolvedRun, resolve_run
 from .run import train
 from .staging import METRICS_FILE, SAVING_DIR, staged_output_dir
 from .trainer import LOSS_COMPONENTS, DeepNMTTrainer
@@ -41,6 +42,7 @@ __all__ = [
     "DeepNMTTrainer",
     "DivergenceCallback",
     "TrainingDivergedError",
+    "ResolvedRun",
     "TrainingOptions",
     "build_config",
     "compute_translation_metrics",
@@ -48,6 +50,7 @@ __all__ = [
     "make_compute_metrics",
     "paired_bootstrap",
     "nmt_recipe",
+    "resolve_run",
     "resolve_variant",
     "staged_output_dir",
     "tokenize_dataset",

@@ -19,7 +19,7 @@ from ..data.corpus import TrainingCorpus
 from ..data.preprocessing import main_process_first
 from ..data.tokenization import special_token_ids
 from ..model.configuration_deep_nmt import DeepNMTConfig
-from .options import TrainingOptions
+from .options import TrainingOptions, default_max_positions, option_default
 
 logger = logging.getLogger(__name__)
 
@@ -42,31 +42,35 @@ def resolve_variant(name: str) -> tuple[type, type]:
 def build_config(
     tokenizer: PreTrainedTokenizerBase,
     config_class: type = DeepNMTConfig,
-    max_source_length: int = 128,
-    max_target_length: int = 128,
+    max_source_length: int = option_default("max_source_length"),
+    max_target_length: int = option_default("max_target_length"),
     **fields_: Any,
 ) -> DeepNMTConfig:
     """A model config whose special ids and vocab size come from `tokenizer` (`special_token_ids`).
 
     `fields_` are config fields (shape and choices); the variant's defaults fill the rest. `label_smoothing`
-    defaults to 0.1 (applied in the model's loss). `max_position_embeddings` defaults to
-    max(256, max_source_length, max_target_length) and must hold both maximum lengths. Invalid values raise
-    the config's ValueError naming the field.
+    defaults to the run's (`TrainingOptions.label_smoothing`; applied in the model's loss).
+    `max_position_embeddings` defaults to `default_max_positions` (max(256, both lengths)) and must hold both
+    maximum lengths. Invalid values raise the config's ValueError naming the field.
     """
     ids = special_token_ids(tokenizer)
     for key in ids:
         if key in fields_ and fields_[key] != ids[key]:
             raise ValueError(f"{key}={fields_[key]!r} contradicts the tokenizer, which has {key}={ids[key]}")
     fields_ = {**fields_, **ids}
-    fields_.setdefault("label_smoothing", 0.1)
-    longest = max(max_source_length, max_target_length)
-    fields_.setdefault("max_position_embeddings", max(256, longest))
-    if fields_["max_position_embeddings"] < longest:
-        raise ValueError(
-            f"max_position_embeddings={fields_['max_position_embeddings']} is shorter than the maximum "
-            f"source/target length {longest}"
-        )
+    fields_.setdefault("label_smoothing", option_default("label_smoothing"))
+    fields_.setdefault("max_position_embeddings", default_max_positions(max_source_length, max_target_length))
+    check_max_positions(fields_["max_position_embeddings"], max_source_length, max_target_length)
     return config_class(**fields_)
+
+
+def check_max_positions(positions: Any, max_source_length: int, max_target_length: int) -> None:
+    """ValueError unless `positions` (`max_position_embeddings`) holds both maximum lengths."""
+    longest = max(max_source_length, max_target_length)
+    if isinstance(positions, int) and not isinstance(positions, bool) and positions < longest:
+        raise ValueError(
+            f"max_position_embeddings={positions} is shorter than the maximum source/target length {longest}"
+        )
 
 
 def _find_valid_split(source: str | os.PathLike[str], src_lang: str, tgt_lang: str) -> str | None:

@@ -252,11 +252,11 @@ class TrainingOptions:
 
     @classmethod
     def from_recipe(cls, recipe: str | None, **explicit: Any) -> TrainingOptions:
-        """Options from a named recipe (`deep_nmt_hf.science.recipes`), then `explicit` fields on top (they win)."""
-        from ..science.recipes import recipe_options
+        """Options from a named recipe (`deep_nmt_hf.science.recipes`), then `explicit` fields on top (they win):
+        `resolution.resolve_run`'s options (a paper preset in ``preset`` brings its values too)."""
+        from .resolution import resolve_run
 
-        values = recipe_options(recipe) if recipe is not None else {}
-        return cls(**{**values, **explicit, "recipe": recipe})
+        return resolve_run({**explicit, "recipe": recipe}).options
 
     def __post_init__(self) -> None:
         positive = ("vocab_size", "max_source_length", "max_target_length", "batch_size", "save_steps")
@@ -279,6 +279,9 @@ class TrainingOptions:
             raise ValueError(f"warmup_steps={self.warmup_steps} must be >= 0")
         if not self.learning_rate > 0:
             raise ValueError(f"learning_rate={self.learning_rate} must be > 0")
+        steps = self.max_steps
+        if isinstance(steps, bool) or not isinstance(steps, int) or steps == 0 or steps < -1:
+            raise ValueError(f"max_steps={steps!r} must be a positive integer (or -1, unset: train --epochs)")
         if self.max_steps <= 0 and not self.num_train_epochs > 0:
             raise ValueError("give max_steps > 0 or num_train_epochs > 0")
         if not 0.0 <= self.label_smoothing < 1.0:
@@ -338,6 +341,20 @@ class TrainingOptions:
             )
 
 
+def option_default(name: str) -> Any:
+    """The default of `TrainingOptions` field `name`: the one place a run option's default is written (the CLI,
+    `build_config` and `nmt_recipe` read it from here)."""
+    field_ = TrainingOptions.__dataclass_fields__[name]
+    if field_.default is MISSING:
+        raise KeyError(f"TrainingOptions.{name} has no default (a required field)")
+    return field_.default
+
+
+def default_max_positions(max_source_length: int, max_target_length: int) -> int:
+    """A run's `max_position_embeddings` when not given: max(256, both maximum lengths)."""
+    return max(256, max_source_length, max_target_length)
+
+
 def check_schedule(options: TrainingOptions) -> None:
     """Validate gradient accumulation, the checkpoint strategy and ADMIN's profiling choices."""
     from .admin_profiling import PROFILE_POSITIONS
@@ -358,11 +375,11 @@ def check_schedule(options: TrainingOptions) -> None:
 def nmt_recipe(
     learning_rate: float,
     warmup_steps: int,
-    max_grad_norm: float = 1.0,
-    sampling: str = "group_by_length",
+    max_grad_norm: float = option_default("max_grad_norm"),
+    sampling: str = option_default("train_sampling"),
     betas: tuple[float, float] = ADAM_BETAS,
-    epsilon: float = 1e-8,
-    weight_decay: float = 0.0,
+    epsilon: float = option_default("adam_epsilon"),
+    weight_decay: float = option_default("weight_decay"),
 ) -> dict[str, Any]:
     """The Transformer NMT recipe as `Seq2SeqTrainingArguments` fields: Adam β = (0.9, 0.98) without weight
     decay, linear warmup then inverse square root, gradient clipping (0: none), length-grouped batches. Label

@@ -21,11 +21,11 @@ from transformers import (
 from ..data import ReadReport, load_parallel
 from ..data.corpus import tokenize_dataset
 from ..model.configuration_deep_nmt import DeepNMTConfig
-from ..science.recipes import describe, recipe_config
+from ..science.recipes import describe
 from .arguments import training_arguments, training_callbacks
 from .averaging import average_into, find_checkpoints, last_checkpoint
 from .generation_settings import translation_generation_config
-from .inputs import _load_training_data, build_config, resolve_variant, training_corpus
+from .inputs import _load_training_data, build_config, training_corpus
 from .length_penalty import set_length_penalty
 from .loader import training_collator
 from .metrics import make_compute_metrics
@@ -33,6 +33,7 @@ from .optimizers import optimizer_cls_and_kwargs
 from .options import TrainingOptions
 from .precision import resolve_precision
 from .record import recipe_values_used, run_record, score_splits
+from .resolution import resolve_run
 from .sharding import shard_model, shard_summary
 from .staging import METRICS_FILE, SAVING_DIR, _check_output_dir, _partial_dir, staged_output_dir
 from .trainer import DeepNMTTrainer
@@ -66,11 +67,11 @@ def train(
     system all ranks share. Non-zero ranks return ``{"process_index": rank, "global_step": ...}``.
     """
     options = resolve_precision(options)  # explicit, else the recipe's (with its fallback), else fp32
-    config_overrides = dict(config_overrides or {})
-    if options.recipe is not None:  # the recipe's config fields under the explicit ones
-        config_overrides = {**recipe_config(options.recipe), **config_overrides}
-        logger.info("%s", describe(options.recipe, recipe_values_used(options, config_overrides)))
-    config_class, model_class = resolve_variant(options.variant)
+    # every value's layer (defaults, shape preset, recipe, config fields) and every check, before any data work
+    run = resolve_run(options, config_overrides)
+    options, config_class, model_class = run.options, run.config_class, run.model_class
+    if options.recipe is not None:
+        logger.info("%s", describe(options.recipe, recipe_values_used(options, run.config)))
     distributed = _init_distributed()
     if options.fsdp and distributed is None:
         raise ValueError(
@@ -92,30 +93,20 @@ def train(
     else:
         # cached by fingerprint: the main process trains it (streamed corpus or a seeded sample), the other
         # ranks wait and load the same files
-        longest = max(options.max_source_length, options.max_target_length)
         settings = dict(
             vocab_size=options.vocab_size,
-            model_max_length=config_overrides.get("max_position_embeddings", max(256, longest)),
+            model_max_length=run.config["max_position_embeddings"],
             sample=options.tokenizer_sample,
             seed=options.seed,
             cache_dir=options.cache_dir,
         )
         tokenizer = training_corpus(options).tokenizer(train_set, **settings)
-    if options.preset is not None:
-        presets = getattr(config_class, "PRESETS", {})
-        if options.preset not in presets:
-            raise ValueError(
-                f"preset={options.preset!r} is unknown for variant {options.variant!r}; "
-                f"presets: {', '.join(presets) or 'none'}"
-            )
-        config_overrides = {**presets[options.preset], **config_overrides}
-    config_overrides.setdefault("label_smoothing", options.label_smoothing)
     config = build_config(
         tokenizer,
         config_class,
         max_source_length=options.max_source_length,
         max_target_length=options.max_target_length,
-        **config_overrides,
+        **run.config,
     )
 
     inputs = (config, model_class, tokenizer, train_set, valid_set, valid_split, test_set, report)
