@@ -148,5 +148,7 @@ def resolve_run(
 def check_config(config_class: type, fields: Mapping[str, Any], options: TrainingOptions) -> None:
     """Build `config_class` from `fields` (less the tokenizer's) to run its checks now: ValueError naming the
     field, as `build_config` would raise it after the tokenizer is trained."""
-    check_max_positions(fields["max_position_embeddings"], options.max_source_length, options.max_target_length)
+    check_max_positions(
+        fields["max_position_embeddings"], options.max_source_length, options.max_target_length
+    )
     config_class(**{key: value for key, value in fields.items() if key not in TOKENIZER_FIELDS})
