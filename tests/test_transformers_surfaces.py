@@ -8,6 +8,7 @@ module that uses each; keep the two in step.
 from __future__ import annotations
 
 import inspect
+import re
 import warnings
 
 import pytest
@@ -15,6 +16,7 @@ import torch
 from factories import PAD, padded_batch, tiny_model
 
 from deep_nmt_hf.model.transformers_compat import CACHE_FIELD, cache_of, takes_cache, with_cache
+from deep_nmt_hf.training.trainer import PRIVATE_TRAINER_SURFACES
 
 
 def parameters(function) -> set[str]:
@@ -165,10 +167,9 @@ def test_save_pretrained_copies_relative_imports_and_the_registry_record(tmp_pat
     assert PIPELINE_REGISTRY.supported_tasks["translation"]["impl"] is deep_nmt_hf.TranslationPipeline
 
 
-def test_trainer_names_and_private_methods_we_override() -> None:
+def test_trainer_checkpoint_names() -> None:
     """transformers.trainer OPTIMIZER_NAME / SCHEDULER_NAME, trainer_utils.rotate_checkpoints /
-    PREFIX_CHECKPOINT_DIR, and the Trainer methods training/trainer.py overrides."""
-    from transformers import Trainer
+    PREFIX_CHECKPOINT_DIR (training/atomic_checkpoints.py, training/sharded_saves.py)."""
     from transformers.trainer import OPTIMIZER_NAME, SCHEDULER_NAME
     from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, rotate_checkpoints
 
@@ -176,32 +177,44 @@ def test_trainer_names_and_private_methods_we_override() -> None:
     assert {"output_dir", "save_total_limit", "best_model_checkpoint", "use_mtime"} <= parameters(
         rotate_checkpoints
     )
-    overridden = {
-        "_save": {"output_dir", "state_dict"},
-        "_save_optimizer_and_scheduler": {"output_dir"},
-        "_load_from_checkpoint": {"resume_from_checkpoint", "model"},
-        "_load_optimizer_and_scheduler": {"checkpoint"},
-        "_get_train_sampler": set(),
-        "_remove_unused_columns": {"dataset", "description"},
-        "_get_output_dir": {"trial"},
-        "_save_checkpoint": {"model", "trial"},
-        "_issue_warnings_after_load": {"load_result"},
-        "_track_num_input_tokens": {"inputs"},
-        "floating_point_ops": {"inputs"},
-    }
-    for name, expected in overridden.items():
-        method = getattr(Trainer, name, None)
-        assert method is not None, f"Trainer.{name} is gone"
-        assert expected <= parameters(method), f"Trainer.{name}{inspect.signature(method)}"
 
 
-def test_trainer_counts_input_tokens_through_its_hook() -> None:
-    """`Trainer._track_num_input_tokens(inputs)` is where the training loop counts the tokens seen:
-    `DeepNMTTrainer` overrides it to count on the device without a sync (training/trainer.py)."""
+@pytest.mark.parametrize("name", sorted(PRIVATE_TRAINER_SURFACES))
+def test_private_trainer_surface(name: str) -> None:
+    """One private `Trainer` method a piece of `DeepNMTTrainer` overrides or calls (training/trainer.py's
+    `PRIVATE_TRAINER_SURFACES`): it exists, takes the parameters we pass or receive, and the Trainer itself still
+    calls it (an override the loop no longer calls would be dead without a sound)."""
     from transformers import Trainer
 
-    source = inspect.getsource(Trainer)
-    assert "self._track_num_input_tokens(inputs)" in source
+    method = getattr(Trainer, name, None)
+    assert method is not None, f"Trainer.{name} is gone"
+    assert set(PRIVATE_TRAINER_SURFACES[name]) <= parameters(method), (
+        f"Trainer.{name}{inspect.signature(method)}"
+    )
+    assert re.search(rf"self\.{name}\b", inspect.getsource(Trainer)), f"the Trainer no longer calls {name}"
+
+
+def test_the_trainer_overrides_no_unlisted_private_method() -> None:
+    """Every private `Trainer` method the pieces of `DeepNMTTrainer` define is in `PRIVATE_TRAINER_SURFACES` (so
+    has its test above), and the public hooks they override keep the parameters they take."""
+    from transformers import Seq2SeqTrainer, Trainer
+
+    from deep_nmt_hf.training import DeepNMTTrainer
+
+    ours = [cls for cls in DeepNMTTrainer.__mro__ if cls.__module__.startswith("deep_nmt_hf.")]
+    defined = {name for cls in ours for name, value in vars(cls).items() if callable(value)}
+    private = {name for name in defined if name.startswith("_") and not name.startswith("__")}
+    assert {name for name in private if hasattr(Seq2SeqTrainer, name)} <= set(PRIVATE_TRAINER_SURFACES)
+    public = {
+        "compute_loss": {"model", "inputs", "return_outputs", "num_items_in_batch"},
+        "log": {"logs", "start_time"},
+        "save_model": {"output_dir", "_internal_call"},
+        "get_train_dataloader": set(),
+        "floating_point_ops": {"inputs"},
+    }
+    assert {name for name in defined if not name.startswith("_") and hasattr(Trainer, name)} == set(public)
+    for name, expected in public.items():
+        assert expected <= parameters(getattr(Trainer, name)), f"Trainer.{name}"
 
 
 def test_accelerate_mixed_precision_names() -> None:

@@ -8,9 +8,9 @@ wangqiangneu/dlcl, bzhangGo/zero for DS-Init + MAtt), or, where neither says, "o
 are the papers' WMT14 En-De base settings (per GPU); at toy scale (Multi30k on CPU) lower `max_tokens`, the
 warmup and the learning rate explicitly.
 
-Precedence (lowest first): `TrainingOptions` defaults / the variant's config defaults < the recipe < explicit
-options and config fields (`TrainingOptions.from_recipe`, `recipe_config`; the CLI passes only flags the user
-gave). `marian` is this project's recipe before issue #14 (the one every variant used to train with), kept as
+Precedence: `training/resolution.py`'s `resolve_run`, the one path for every value of a run (defaults < shape
+preset < the recipe < a paper preset < ``--set`` < explicit options and config fields; the CLI passes only flags
+the user gave). `marian` is this project's recipe before issue #14 (the one every variant used to train with), kept as
 the baseline.
 
 `precision` is resolved when `train` starts, not by `TrainingOptions.from_recipe` (`RUNTIME_FIELDS`), so that an

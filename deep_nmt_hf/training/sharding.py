@@ -7,10 +7,16 @@ backward, freed after); gradients are reduce-scattered (averaged over ranks, lik
 updates only the local shard. With the same global batch the updates are those of one process (tested:
 tests/test_sharding.py).
 
-Why our own wiring and not accelerate's FSDP plugin: accelerate 1.15 engages FSDP only on accelerator devices
-(`distributed_type` stays MULTI_CPU on a CPU-only machine and the plugin is ignored), whereas `fully_shard` works
-on CPU with gloo. The Trainer is told that the model owns its placement and gradient reduction (the same switch
-it uses for models that transformers shards at load time), so it neither moves it nor wraps it in DDP.
+Why our own wiring and not accelerate's FSDP2 support (re-read in accelerate 1.15, issue #57): its plugin engages
+only where `AcceleratorState` sets ``DistributedType.FSDP``, in the branch for accelerator devices (MULTI_GPU /
+NPU / XPU ...); on a CPU-only machine the type stays MULTI_CPU and the plugin is ignored, whereas `fully_shard`
+works on CPU with gloo (our CI's FSDP tests). Where it does engage, `fsdp2_prepare_model` wraps the same units
+(the model's `_no_split_modules`), its full state dict (`Accelerator.get_state_dict`) is the same
+`torch.distributed.checkpoint.state_dict` call as `full_state_dict` here, and its checkpoints (`save_fsdp_model`)
+are DCP shards or a ``pytorch_model_fsdp.bin`` rather than a `save_pretrained` directory — so it could replace
+nothing here without a second path for GPUs. The Trainer is told that the model owns its placement and gradient
+reduction (the same switch it uses for models that transformers shards at load time), so it neither moves it nor
+wraps it in DDP (`sharded_saves.ShardedSaves`).
 
 Saving gathers the full state dict (collective: every rank takes part) and rank 0 writes an ordinary
 `save_pretrained` directory that loads in one process (`full_state_dict`); checkpoints add the full optimizer
