@@ -8,6 +8,7 @@ import json
 from typing import Any
 
 from .common import _add_data_flags, _data_source, _HelpFormatter
+from .flags import light_import
 
 
 def _add_data_path_flags(parser: argparse.ArgumentParser) -> None:
@@ -40,21 +41,31 @@ def add_parsers(commands: Any) -> dict[str, Any]:
         "--tokenizer-sample 1000000\n  deep-nmt train --data-dir wmt14 --src-lang en --tgt-lang de "
         "--tokenizer-sample 1000000 --output-dir out/en-de ...",
     )
+    # the defaults train's flags have (TrainingOptions' fields), so that train finds what this caches
+    default = light_import("deep_nmt_hf.training.options").option_default
     _add_data_flags(parser)
     parser.add_argument("--src-lang", required=True, help="source language code (file suffix / JSON key)")
     parser.add_argument("--tgt-lang", required=True, help="target language code (file suffix / JSON key)")
-    parser.add_argument("--train-split", default="train", help="training split name")
+    parser.add_argument("--train-split", default=default("train_split"), help="training split name")
     parser.add_argument("--max-train-samples", type=int, help="use only the first N training pairs")
-    parser.add_argument("--vocab-size", type=int, default=8000, help="joint BPE vocabulary size")
+    parser.add_argument(
+        "--vocab-size", type=int, default=default("vocab_size"), help="joint BPE vocabulary size"
+    )
     parser.add_argument("--tokenizer", help="load this saved tokenizer instead of training one")
-    parser.add_argument("--max-source-length", type=int, default=128, help="source tokens kept")
-    parser.add_argument("--max-target-length", type=int, default=128, help="target tokens kept")
+    parser.add_argument(
+        "--max-source-length", type=int, default=default("max_source_length"), help="source tokens kept"
+    )
+    parser.add_argument(
+        "--max-target-length", type=int, default=default("max_target_length"), help="target tokens kept"
+    )
     parser.add_argument(
         "--max-position-embeddings",
         type=int,
         help="as given to train (sets the tokenizer's model_max_length; default: max(256, max lengths))",
     )
-    parser.add_argument("--seed", type=int, default=42, help="seed of the --tokenizer-sample draw")
+    parser.add_argument(
+        "--seed", type=int, default=default("seed"), help="seed of the --tokenizer-sample draw"
+    )
     _add_data_path_flags(parser)
     parser.add_argument("--json", action="store_true", help="print the summary as JSON on stdout")
     return {"preprocess": _cmd_preprocess}
@@ -83,13 +94,15 @@ def _cmd_preprocess(args: argparse.Namespace) -> int:
     if args.tokenizer is not None:
         tokenizer, tokenizer_dir = AutoTokenizer.from_pretrained(args.tokenizer), Path(args.tokenizer)
     else:
-        longest = max(args.max_source_length, args.max_target_length)
+        from ..training.options import default_max_positions
+
+        positions = default_max_positions(args.max_source_length, args.max_target_length)
         tokenizer, tokenizer_dir = cached_tokenizer(
             train_set,
             args.src_lang,
             args.tgt_lang,
             vocab_size=args.vocab_size,
-            model_max_length=args.max_position_embeddings or max(256, longest),
+            model_max_length=args.max_position_embeddings or positions,
             sample=args.tokenizer_sample,
             seed=args.seed,
             cache_dir=args.cache_dir,
