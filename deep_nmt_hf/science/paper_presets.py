@@ -221,7 +221,9 @@ def command(name: str, data_dir: str = "data/{name}", output_dir: str = "out/{na
         f"--update-freq {values['gradient_accumulation_steps']}",
     ]
     if "max_steps" in values:
-        save = f" --save-steps {values['save_steps']}" if "save_steps" in values else ""  # else train's default
+        save = (
+            f" --save-steps {values['save_steps']}" if "save_steps" in values else ""
+        )  # else train's default
         flags.append(f"--max-steps {values['max_steps']}{save}")
     else:
         flags.append(f"--epochs {values['num_train_epochs']}")

@@ -253,10 +253,11 @@ class TrainingOptions:
     @classmethod
     def from_recipe(cls, recipe: str | None, **explicit: Any) -> TrainingOptions:
         """Options from a named recipe (`deep_nmt_hf.science.recipes`), then `explicit` fields on top (they win):
-        `resolution.resolve_run`'s options (a paper preset in ``preset`` brings its values too)."""
-        from .resolution import resolve_run
+        the recipe layer of `resolution.resolve_run`, which decides what else lies between the two."""
+        from ..science.recipes import recipe_options
 
-        return resolve_run({**explicit, "recipe": recipe}).options
+        values = recipe_options(recipe) if recipe is not None else {}
+        return cls(**{**values, **explicit, "recipe": recipe})
 
     def __post_init__(self) -> None:
         positive = ("vocab_size", "max_source_length", "max_target_length", "batch_size", "save_steps")

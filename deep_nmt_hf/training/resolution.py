@@ -93,31 +93,27 @@ def resolve_run(
         given = dataclasses.asdict(options)
         if given["preset"] in PAPER_PRESET_NAMES:
             raise ValueError(
-                f"preset={given['preset']!r} is a paper preset: expand it with resolve_run({{'preset': ...}}) or "
-                "TrainingOptions.from_recipe(None, preset=...), which fill the options it sets"
+                f"preset={given['preset']!r} is a paper preset: expand it with resolve_run({{'preset': ...}}, ...), "
+                "which fills the options and config fields it sets"
             )
     else:
         given = dict(options)
     recipe, preset_options, preset_config = preset_layer(given.get("preset"), given.get("recipe"))
     if given.get("preset") in PAPER_PRESET_NAMES:
         del given["preset"]  # the paper preset's shape (in preset_options) is the run's shape preset
-    recipe_options: dict[str, Any] = {}
-    if recipe is not None:
-        from ..science.recipes import recipe_options as options_of
-
-        recipe_options = options_of(recipe)  # ValueError naming the valid recipes
     smoothing = {
         key: layer.pop("label_smoothing") for key, layer in (("set", config_set), ("config", explicit_config))
         if "label_smoothing" in layer
     }  # fmt: skip
-    values = {**recipe_options, **preset_options}
+    values = dict(preset_options)
     if "set" in smoothing:
         values["label_smoothing"] = smoothing["set"]
     values.update(given)
     if "config" in smoothing:
         values["label_smoothing"] = smoothing["config"]
-    values["recipe"] = recipe
-    run_options = TrainingOptions(**values)  # checks every option (ValueError naming the field)
+    values.pop("recipe", None)
+    # the recipe under everything above it; checks every option (ValueError naming the field)
+    run_options = TrainingOptions.from_recipe(recipe, **values)
 
     config_class, model_class = resolve_variant(run_options.variant)
     shape: dict[str, Any] = {}
