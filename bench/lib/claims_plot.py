@@ -18,6 +18,8 @@ VERDICT_COLOURS = {
     "reproduces": "tab:green",
     "contradicts": "tab:red",
     "inconclusive": "tab:orange",
+    "cannot decide at this size": "tab:brown",
+    "no verdict (confounded)": "tab:olive",
     "not applicable": "tab:purple",
     "cannot be tested at this scale": "tab:grey",
     "cannot be tested yet": "silver",
