@@ -52,7 +52,7 @@ from .claims import (
     SRC_FLOOR,
     Claim,
 )
-from .pilot import pilot_report
+from .pilot import build_pilot, pilot_report, records_by_budget
 from .pricing import (
     depth,
     lost_markdown,
@@ -986,15 +986,26 @@ def rerun_markdown(records: dict[str, list[dict[str, Any]]]) -> str:
     )
 
 
-def report(args: argparse.Namespace) -> None:
-    """Write bench/results/depth_multi30k.{md,json,png} (with `--quick`: depth_multi30k.quick.*) from the records
-    of the `--epochs` budget, and the budget pilot's (pilot.pilot_report) beside it."""
+def report_from_records(
+    args: argparse.Namespace,
+) -> tuple[dict[str, list[dict[str, Any]]], str, dict[str, Any]]:
+    """(records, markdown, payload) of the report of `args.epochs`, from the committed records alone (no file
+    written; the figures' lines and the provenance footer are added by `report` and write_results): what
+    tests/test_depth_summaries.py compares with the committed report."""
     records = core.load_records(core.records_root(args), args.epochs)
     planned = study.plan(argparse.Namespace(**{**vars(args), "only": None}))
-    pilot = pilot_report(args, echo=False)  # rebuilt with the report, so it never lags the records
+    _, pilot = build_pilot(records_by_budget(args), args.epochs)
     markdown, payload = build_report(
         records, args, planned, started_runs(planned, args), lost=lost_weights(records, args), pilot=pilot
     )
+    return records, markdown, payload
+
+
+def report(args: argparse.Namespace) -> None:
+    """Write bench/results/depth_multi30k.{md,json,png} (with `--quick`: depth_multi30k.quick.*) from the records
+    of the `--epochs` budget, and the budget pilot's (pilot.pilot_report) beside it."""
+    pilot_report(args, echo=False)  # rebuilt with the report, so it never lags the records
+    records, markdown, payload = report_from_records(args)
     name = core._output_name("depth_multi30k", args)
     if records:
         plot(
@@ -1026,4 +1037,7 @@ def report(args: argparse.Namespace) -> None:
             f"\n\n![per paper: validation BLEU per epoch of the rows its claims compare]({name}_papers.png)"
         )
     write_results(name, payload, markdown)
+    if not args.quick:  # the READMEs quote the committed report's sentences (depth.sentences)
+        for path in sentences.requote_files(RESULTS.parents[1], payload["summaries"]):
+            print(f"requoted the study's sentences in {path}")
     print(markdown)

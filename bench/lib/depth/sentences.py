@@ -3,7 +3,7 @@ bench/README.md and CONTRIBUTING.md say of the study is these sentences, word fo
 
     <!-- depth:KEY -->the sentence<!-- /depth:KEY -->
 
-and tests/test_depth_summaries.py fails where a marked sentence differs from the one the committed report's
+which the report rewrites whenever it is rebuilt (`requote_files`), and tests/test_depth_summaries.py fails where a marked sentence differs from the one the committed report's
 verdicts generate, where the study's other marked prose (<!-- depth-prose --> … <!-- /depth-prose -->) states a
 number the reports do not, or a verdict word at all. Pure functions of the verdict dicts (report.claim_verdicts,
 or the same dicts read back from bench/results/depth_multi30k.json), so a summary can say no more than the report.
@@ -32,8 +32,15 @@ DEPTH_GAINS = (
 MARKER = re.compile(r"<!-- depth:([a-z-]+) -->(.*?)<!-- /depth:\1 -->", re.S)
 PROSE = re.compile(r"<!-- depth-prose -->(.*?)<!-- /depth-prose -->", re.S)
 # verdict words a summary may state only through a generated sentence
-VERDICT_WORDS = re.compile(r"reproduc|contradict|inconclusive|cannot decide|no verdict", re.I)
-NUMBER = re.compile(r"\d+(?:\.\d+)?")
+VERDICT_WORDS = re.compile(
+    r"reproduc|contradict|inconclusive|cannot decide|no verdict|does not hold|\bholds\b|not significant", re.I
+)
+REPORTS = (
+    "depth_multi30k.md",
+    "depth_multi30k_weights.md",
+    "depth_multi30k_pilot.md",
+)  # what prose may quote
+NUMBER = re.compile(r"[+\-−]?\d+(?:\.\d+)*")  # "2.6.0" (a version) is not "2.6"; a sign is part of it
 
 
 def pair(v: dict[str, Any]) -> str:
@@ -89,7 +96,8 @@ def one_claim(verdicts: Sequence[dict[str, Any]], key: str) -> str:
     if v is None:
         return f"{key}: not in the report"
     shown = f", {delta_text(v)}" if v.get("test") else ""
-    return f"{key}: {v['verdict']}{shown}"
+    confound = f"; {v['confound']}" if v.get("confound") and not v.get("controlled_by") else ""
+    return f"{key}: {v['verdict']}{shown}{confound}"
 
 
 def summary_sentences(verdicts: Sequence[dict[str, Any]], tests: Sequence[dict[str, Any]]) -> dict[str, str]:
@@ -131,15 +139,39 @@ def marked(text: str) -> dict[str, list[str]]:
     return found
 
 
+def requote(text: str, generated: dict[str, str]) -> str:
+    """TEXT with every `<!-- depth:KEY -->` quote replaced by the sentence KEY of GENERATED (a key the report no
+    longer generates is left as it is, for the test to name)."""
+
+    def one(match: re.Match[str]) -> str:
+        key = match.group(1)
+        body = generated.get(key, match.group(2))
+        return f"<!-- depth:{key} -->{body}<!-- /depth:{key} -->"
+
+    return MARKER.sub(one, text)
+
+
+def requote_files(root: Path, generated: dict[str, str]) -> list[Path]:
+    """Requote the summary files under ROOT (summary_files) with GENERATED; the files that changed."""
+    changed = []
+    for path in summary_files(root):
+        if path.exists() and (new := requote(text := path.read_text(), generated)) != text:
+            path.write_text(new)
+            changed.append(path)
+    return changed
+
+
 def prose_problems(text: str, reports: str) -> list[str]:
     """What the study's marked prose in TEXT states beyond the REPORTS' text: a number none of them has, or a
     verdict word (those only come through generated sentences)."""
-    known = set(NUMBER.findall(reports))
+    signed = {n.replace("−", "-") for n in NUMBER.findall(reports)}  # as printed, with its sign
+    known = signed | {n.lstrip("+-") for n in signed}  # a number the prose writes without a sign
     problems = []
     for body in PROSE.findall(text):
         plain = MARKER.sub("", body)
         problems += [f"verdict word {w!r}" for w in VERDICT_WORDS.findall(plain)]
-        problems += [f"number {n} is in no report" for n in NUMBER.findall(plain) if n not in known]
+        numbers = [n.replace("−", "-") for n in NUMBER.findall(plain)]
+        problems += [f"number {n} is in no report" for n in numbers if n not in known]
     return problems
 
 
