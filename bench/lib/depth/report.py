@@ -39,6 +39,7 @@ from .claims import (
     CLOSE_MARGIN,
     COLLAPSE_SHARE,
     CONTRADICTS,
+    INCONCLUSIVE,
     N_SAMPLES,
     NO_VERDICT,
     NOT_APPLICABLE,
@@ -269,11 +270,11 @@ def verdict(
             f"where {needed} fails)",
         )
     if baseline in missing and depth_rows.IF_TRAINS.get(baseline) == system and system in rows:
-        if why := failure(system, rows):
+        if why := failure(system, rows):  # no comparison, so no corrected test: no verdict word (issue #58)
             return done(
-                CONTRADICTS,
-                f"the claimed row fails: {why}, so {baseline} is not run (the study runs it only where {system} "
-                "trains)",
+                INCONCLUSIVE,
+                f"no comparison: the claimed row fails: {why}, so {baseline} is not run (the study runs it only "
+                f"where {system} trains)",
             )
     if missing:
         return done(NOT_YET, f"no record of {', '.join(missing)}")
@@ -573,7 +574,10 @@ def glance_summary(verdicts: Sequence[dict[str, Any]], tests: Sequence[dict[str,
     return "\n\n".join(lines)
 
 
-def comparisons_table(tests: Sequence[dict[str, Any]]) -> str:
+def comparisons_table(tests: Sequence[dict[str, Any]], verdicts: Sequence[dict[str, Any]] = ()) -> str:
+    """Every comparison: Δ, interval, p and Holm p against 0 (the family of all of them), and for the claims whose
+    verdict rests on a test against their target (the family "paper") that target with its p and Holm p."""
+    family = {(v["system"], v["baseline"]): v for v in verdicts if v.get("in_family")}
     header = [
         "system",
         "baseline",
@@ -585,20 +589,26 @@ def comparisons_table(tests: Sequence[dict[str, Any]]) -> str:
         "p",
         "Holm p",
     ]
-    body = [
-        [
-            t["system"],
-            t["baseline"],
-            f"{t['system_runs']} vs {t['baseline_runs']}",
-            f"{t['system_bleu']:.2f}",
-            f"{t['baseline_bleu']:.2f}",
-            f"{t['delta']:+.2f}",
-            f"{t['ci95'][0]:+.2f} … {t['ci95'][1]:+.2f}",
-            p_text(t["p_value"]),
-            p_text(t["p_holm"]),
-        ]
-        for t in tests
-    ]
+    header += ["target", "p (target)", "Holm p (target)"]
+    body = []
+    for t in tests:
+        v = family.get((t["system"], t["baseline"]))
+        body.append(
+            [
+                t["system"],
+                t["baseline"],
+                f"{t['system_runs']} vs {t['baseline_runs']}",
+                f"{t['system_bleu']:.2f}",
+                f"{t['baseline_bleu']:.2f}",
+                f"{t['delta']:+.2f}",
+                f"{t['ci95'][0]:+.2f} … {t['ci95'][1]:+.2f}",
+                p_text(t["p_value"]),
+                p_text(t["p_holm"]),
+                f"{v['target']:+.2f}" if v else "—",
+                p_text(v["p_target"]) if v else "—",
+                p_text(v["p_target_holm"]) if v else "—",
+            ]
+        )
     return markdown_table(header, body)
 
 
@@ -869,8 +879,8 @@ def build_report(
         markdown.append(rerun)
     markdown += ["## Claims", RULES, claims_markdown(verdicts)]
     markdown += [
-        "### Every comparison, Holm-corrected together",
-        comparisons_table(tests) if tests else "None yet.",
+        "### Every comparison, Holm-corrected in its family",
+        comparisons_table(tests, verdicts) if tests else "None yet.",
     ]
     markdown += ["## What this study cannot say", LIMITS]
     if left or lost:
