@@ -18,6 +18,8 @@ VERDICT_COLOURS = {
     "reproduces": "tab:green",
     "contradicts": "tab:red",
     "inconclusive": "tab:orange",
+    "cannot decide at this size": "tab:brown",
+    "no verdict (confounded)": "tab:olive",
     "not applicable": "tab:purple",
     "cannot be tested at this scale": "tab:grey",
     "cannot be tested yet": "silver",
@@ -46,11 +48,18 @@ def _edge_value(ax: Any, x: float, y: float, side: int, text: str, above: float,
     )
 
 
-def holm_note(test: Mapping[str, Any] | None) -> str:
-    """ " (Holm p …)" for a verdict that rests on a comparison, "" for one that does not."""
+def _p(p: float) -> str:
+    return "< 0.0001" if p < 1e-4 else f"{p:.2g}"
+
+
+def holm_note(test: Mapping[str, Any] | None, verdict: Mapping[str, Any] | None = None) -> str:
+    """ " (Holm p …)" for a verdict that rests on a comparison, "" for one that does not; with the verdict, its
+    corrected test against the paper's Δ too, where it has one (" (Holm p 1 against 0; 0.002 against +2.50)")."""
     if test is None:
         return ""
-    return " (Holm p < 0.0001)" if test["p_holm"] < 1e-4 else f" (Holm p {test['p_holm']:.2g})"
+    if verdict is not None and verdict.get("p_target_holm") is not None:
+        return f" (Holm p {_p(test['p_holm'])} against 0; {_p(verdict['p_target_holm'])} against {verdict['target']:+.2f})"
+    return f" (Holm p {_p(test['p_holm'])})"
 
 
 def forest_plot(
@@ -104,7 +113,7 @@ def forest_plot(
                 _edge_value(ax, px, y, side, f"paper {v['paper_delta']:+.1f}", -11, fontsize=7)
         if close_margin is not None and v.get("rule") == "close":
             ax.plot([-close_margin] * 2, [y - 0.35, y + 0.35], color="black", linestyle=":", linewidth=1)
-        word = v["verdict"] + holm_note(test)
+        word = v["verdict"] + holm_note(test, v)
         if v.get("rule") == "collapses":
             word += " — by source reliance, not BLEU"
         ax.annotate(

@@ -272,14 +272,16 @@ def seed_and_sentence_test(
     }
 
 
-def detectable_delta(se: float, alpha: float = 0.05, comparisons: int = 1, power: float = 0.8) -> float:
+def detectable_delta(
+    se: float, alpha: float = 0.05, comparisons: int = 1, power: float = 0.8, df: float = math.inf
+) -> float:
     """The smallest |Δ| a two-sided test at level alpha / comparisons (Bonferroni: the first step of Holm's
-    correction, the strictest) detects with probability `power`, for a Δ whose standard error is `se` (normal
-    approximation): (z_{1 − α/2m} + z_{power}) × se."""
-    if se < 0 or comparisons < 1 or not 0 < alpha < 1 or not 0 < power < 1:
-        raise ValueError(f"se={se}, comparisons={comparisons}, alpha={alpha}, power={power}")
-    normal = NormalDist()
-    return (normal.inv_cdf(1 - alpha / (2 * comparisons)) + normal.inv_cdf(power)) * se
+    correction, the strictest) detects with probability `power`, for a Δ whose standard error is `se`:
+    (t_{1 − α/2m} + t_{power}) × se with the t distribution of `df` degrees of freedom, the one the test's own
+    interval and p use (normal where df is infinite, the default)."""
+    if se < 0 or comparisons < 1 or not 0 < alpha < 1 or not 0 < power < 1 or not df > 0:
+        raise ValueError(f"se={se}, comparisons={comparisons}, alpha={alpha}, power={power}, df={df}")
+    return (t_ppf(1 - alpha / (2 * comparisons), df) + t_ppf(power, df)) * se
 
 
 def _paired_runs(baseline: Any, system: Any) -> tuple[np.ndarray, np.ndarray, int]:

@@ -16,13 +16,30 @@ SRC_FLOOR = 0.5  # nats: the failure floor of source reliance where the 6-6 refe
 N_SAMPLES = 10_000  # bootstrap resamples (p >= 1 / (1 + N_SAMPLES); 1000 held clear verdicts at Holm p 0.012)
 BEST_DEEP = "best deep row"  # the claimed row of the Marian comparison, resolved from the records
 POWER = 0.8  # the detectable Δ: the smallest |Δ| a comparison finds with this probability after Holm
-# the verdicts (issue #50): each claim is tested against the paper's Δ, not against zero
+# the verdicts (issues #50, #58): each claim is tested against 0 and against the paper's Δ, both Holm-corrected
+# (depth.decision: the one rule)
 REPRODUCES, CONTRADICTS, INCONCLUSIVE = "reproduces", "contradicts", "inconclusive"
+CANNOT_DECIDE = "cannot decide at this size"  # the paper's Δ is below what the comparison can detect
+NO_VERDICT = (
+    "no verdict (confounded)"  # the rows differ in more than the claim names: Δ and the confound only
+)
 NOT_APPLICABLE = "not applicable"  # the claim's premise (a collapse it rescues from) did not occur
 NOT_YET, NOT_AT_SCALE = "cannot be tested yet", "cannot be tested at this scale"
-VERDICTS = (REPRODUCES, CONTRADICTS, INCONCLUSIVE, NOT_APPLICABLE, NOT_AT_SCALE, NOT_YET)
+VERDICTS = (
+    REPRODUCES,
+    CONTRADICTS,
+    INCONCLUSIVE,
+    CANNOT_DECIDE,
+    NO_VERDICT,
+    NOT_APPLICABLE,
+    NOT_AT_SCALE,
+    NOT_YET,
+)
 # one phenomenon behind several claims: the glance table groups them so that it counts once
-POST_LN_FAILS = "① default post-LN with ≥ 18 encoder layers stops reading the source"
+POST_LN_FAILS = (
+    "① deep post-LN without a fix (default training, or MAtt without DS-Init) with ≥ 18 encoder layers stops "
+    "reading the source"
+)
 LINEAR_DECAY = (
     "schedule: our linear decay to 0 (the paper: inverse-sqrt; under it, in the 12-epoch study, ADMIN 36-6 "
     "trained at lr 1e-3)"
@@ -79,9 +96,9 @@ class Claim:
     paper_outcome: str = "—"
     panel: str = ""
     premise: str = ""  # a row that must fail for the claim to apply (CAD + CRT rescue a collapsed decoder)
-    confound: str = (
-        ""  # what else differs between the two rows, named in the verdict until `control` has a record
-    )
+    # what else differs between the two rows that their training settings do not show (a scope, a missing row);
+    # the settings that differ are found from the recipes (depth.decision.confounds)
+    confound: str = ""
     control: str = ""  # the claim (system vs baseline) that controls the confound, once its rows have records
     schedule: str = ""  # where the row's schedule is not the paper's and that matters to the verdict
     group: str = ""  # the phenomenon several claims rest on (counted once in the glance table)
@@ -198,7 +215,7 @@ CLAIMS = (
         "better",
         "Table 1 (En-De): 60L-12L ADMIN vs 6L-6L Default, Δ +2.5 BLEU, at lr 1e-3 (footnote 8) under fairseq's "
         "inverse-sqrt schedule",
-        paper_outcome="— (a control)",
+        2.5,  # a control is judged as the claim it controls (issue #58)
         panel=DEEPER_PANEL,
     ),
     Claim(
@@ -232,9 +249,7 @@ CLAIMS = (
         "better",
         "Table 1: pre-norm Transformer-deep (20L) 28.9 vs Transformer (Base) 27.1, Δ +1.8 BLEU",
         1.8,
-        confound="confounded: 2× lr and warmup (pre-18-6: the DLCL deep recipe's lr 2e-3, warmup 1600; pre-6-6: "
-        "lr 1e-3, warmup 800)",
-        control="pre-18-6 vs pre-6-6-lr2e-3",
+        control="pre-18-6 vs pre-6-6-lr2e-3",  # the same rows but the lr (the confound depth.decision finds)
     ),
     Claim(
         "dlcl",
@@ -266,6 +281,7 @@ CLAIMS = (
         "Table 3 (WMT14 En-De): row 10, MAtt with > 12 layers without DS-Init: '-' ('optimization failed'); "
         "row 16, DS-Init + MAtt 20 layers: 28.67",
         paper_outcome="MAtt > 12L fails",
+        group=POST_LN_FAILS,
     ),
     Claim(
         "dsinit",
@@ -275,9 +291,7 @@ CLAIMS = (
         "better",
         "Table 3: row 16 (DS-Init + MAtt, 20 layers) 28.67 vs row 1 (Base, 6 layers) 27.59, Δ +1.08 BLEU",
         1.08,
-        confound="confounded: the baseline post-6-6 trains with ADMIN's recipe (lr 1e-3, Adam β2 0.98, dropout "
-        "0.1 / attention 0.1), not the DS-Init paper's 6-layer one (lr 7e-4, its Base row); no 6-6 of the DS-Init "
-        "recipe was run",
+        confound="the baseline post-6-6 is ADMIN's 6-6, not the DS-Init paper's Base (no 6-6 of its recipe was run)",
     ),
     Claim(
         "dsinit",
@@ -287,10 +301,10 @@ CLAIMS = (
         "post-6-6",
         "better",
         "Table 3: dp_r / dp_a 0.1 / 0.1 at 6 layers, 0.3 / 0.2 for the deep models (sec. 5.1: 'relatively larger "
-        "batch size and dropout rate for deeper and bigger models' on WMT14's 4.5M pairs)",
-        paper_outcome="— (a control)",
-        confound="confounded: the baseline post-6-6 trains with ADMIN's recipe, not the DS-Init paper's 6-layer "
-        "one",
+        "batch size and dropout rate for deeper and bigger models' on WMT14's 4.5M pairs); the claim it controls: "
+        "row 16 vs row 1, Δ +1.08 BLEU",
+        1.08,  # a control is judged as the claim it controls (issue #58)
+        confound="the baseline post-6-6 is ADMIN's 6-6, not the DS-Init paper's Base (no 6-6 of its recipe was run)",
     ),
     *(
         Claim(
@@ -329,8 +343,7 @@ CLAIMS = (
         "(27-27: 30.31, Δ +3.26); sec. 4.2: 'the full model ... achieved better results than the corresponding "
         "baselines'",
         29.09 - 27.05,
-        confound="confounded: lr 7e-4 (the deep decoder's recipe) vs pre-6-6's 1e-3, and 6-12 where the paper's "
-        "deep models are balanced (15-15)",
+        confound="6-12 where the paper's deep models are balanced (15-15)",
     ),
     Claim(
         "shared",
@@ -359,30 +372,17 @@ RULES = (
     f"one of its seeds (validation NLL with every source replaced by another sentence's, minus the true one; "
     f"averaged model) is below {COLLAPSE_SHARE:g} × that of its 6-6 reference (mean over its seeds; the row its "
     f"baseline chain ends in: post-6-6, pre-6-6 or marian-6-6; {SRC_FLOOR:g} nats where that has no record): it "
-    "no longer translates, whatever its loss. A row whose seeds disagree (some fail, some train) is not decided "
-    "by failure: its comparison decides, and its verdict names the seeds. Every comparison is of the averaged "
-    "models' test BLEU, mean over seeds, system − baseline: the 95% interval is Δ ± t × se, se² = the sentence "
-    f"variance (a paired bootstrap over the test sentences, {N_SAMPLES} resamples, every run kept) + the seed "
-    "variance (unbiased: s²/n of each row's runs), with Welch–Satterthwaite degrees of freedom "
-    "(deep_nmt_hf.science.significance.seed_and_sentence_test); p is two-sided from the same t, and all comparisons of "
-    f"this report are Holm-corrected together: significant means Holm p < {ALPHA:g}. "
-    "Each claim is tested against **the paper's Δ**, not against zero: **reproduces** when the paper's Δ lies "
-    "inside the 95% interval and the difference is significant in the paper's direction; **contradicts** when "
-    "the paper's Δ lies outside the interval (\"the paper's size is not reproduced\" where the sign agrees); "
-    "**inconclusive** when the interval holds both 0 (not significant) and the paper's Δ. A claim without a Δ "
-    "(X trains where Y fails, or X beats Y) reproduces when Y fails and X trains or X is significantly better, "
-    "contradicts when X fails on every seed while the paper has it train, or is significantly worse, and is "
-    "inconclusive otherwise. **not applicable**: the claim's premise did not occur (CAD + CRT rescue a decoder "
-    "that collapses; where the plain decoder reads the source, what remains is measured and named). **fails or "
-    "falls behind** (default deep post-LN): reproduces when the deep row fails or is significantly worse. "
-    "**collapses** (plain deep decoder): reproduces when the row fails; otherwise the paper's collapse is at "
-    "deeper decoders than this study's and it cannot be tested at this scale. **close** (shared layers): "
-    f"reproduces when the interval of shared − unshared stays above −{CLOSE_MARGIN:g} BLEU, contradicts when the "
-    f"deficit is significantly larger than {CLOSE_MARGIN:g} BLEU, else inconclusive. The **detectable Δ** of a "
-    f"comparison is (z(1 − α/2m) + z({POWER:g})) × se: the smallest difference it finds with {POWER:.0%} power "
-    "at Holm's strictest step (α/m, m comparisons); a paper's Δ below it cannot be seen by this test set "
-    "whatever the verdict. A confound (a learning rate, a recipe, a length penalty that differs between the two "
-    "rows besides what the claim names) is named in the verdict until a control or a rescoring removes it. A "
-    "claim cannot be tested yet while a row it needs has no record, and cannot be tested at this scale when its "
-    "6-6 reference fails too (nothing trains at these settings)."
+    "no longer translates, whatever its loss. A row whose seeds disagree (some fail, some train) is named seed by "
+    "seed. Every comparison is of the averaged models' test BLEU, mean over seeds, system − baseline: the 95% "
+    "interval is Δ ± t × se, se² = the sentence variance (a paired bootstrap over the test sentences, "
+    f"{N_SAMPLES} resamples, every run kept) + the seed variance (unbiased: s²/n of each row's runs), with "
+    "Welch–Satterthwaite degrees of freedom (deep_nmt_hf.science.significance.seed_and_sentence_test); p is "
+    "two-sided from the same t. The verdict words follow the one rule stated above the table at a glance "
+    "(depth.decision): every row below names its two corrected tests. Besides it: **not applicable** — the "
+    "claim's premise did not occur (CAD + CRT rescue a decoder that collapses; where the plain decoder reads the "
+    "source, what remains is measured and named); **collapses** (plain deep decoder) — reproduces when the row "
+    "fails, by source reliance; otherwise the paper's collapse is at deeper decoders than this study's and it "
+    f"cannot be tested at this scale; **close** (shared layers) — tested against −{CLOSE_MARGIN:g} BLEU instead "
+    "of the paper's Δ. A claim cannot be tested yet while a row it needs has no record, and cannot be tested at "
+    "this scale when its 6-6 reference fails too (nothing trains at these settings)."
 )

@@ -132,6 +132,27 @@ def _recipe(name: str, args: argparse.Namespace) -> tuple[dict[str, Any], dict[s
     return options, recipe_config(row.recipe)
 
 
+# what a row trains with besides its architecture: the recipe's training options and these config fields; two
+# rows that differ in any of them differ in more than a claim names (depth.decision.confounds)
+TRAINING_OPTIONS = tuple(
+    o for o in RECIPE_OPTIONS if o not in ("num_beams", "length_penalty", "length_penalty_form")
+)
+TRAINING_FIELDS = ("dropout", "attention_dropout", "activation_dropout", "share_encoder_decoder_embeddings")
+
+
+def training_setting(name: str, warmup_scale: float = 0.1) -> dict[str, Any]:
+    """What row NAME trains with besides its architecture, from its recipe and its row's overrides: the training
+    options (optimizer, β's, ε, weight decay, clipping, label smoothing, learning rate, warmup × `warmup_scale`)
+    and the config fields TRAINING_FIELDS (dropouts, embedding sharing). Decoding is not in it: a pair that
+    decodes differently is rescored under both settings (report.decoded_alike_text)."""
+    from deep_nmt_hf.science.recipes import recipe_config
+
+    options, _ = _recipe(name, argparse.Namespace(warmup_scale=warmup_scale))
+    row = MODELS[name]
+    fields = {**recipe_config(row.recipe), **row.fields}
+    return {**{k: options.get(k) for k in TRAINING_OPTIONS}, **{k: fields.get(k) for k in TRAINING_FIELDS}}
+
+
 DECODE_OPTIONS = ("num_beams", "length_penalty", "length_penalty_form")  # what a row's recipe decodes with
 
 

@@ -216,12 +216,17 @@ def build_pilot(
     return markdown, payload
 
 
+def records_by_budget(args: argparse.Namespace) -> dict[int, dict[str, list[dict[str, Any]]]]:
+    """Every budget's records (core.load_records), by budget."""
+    root = core.records_root(args)
+    return {e: core.load_records(root, e) for e in core.budgets(root)}
+
+
 def pilot_report(args: argparse.Namespace, echo: bool = True) -> dict[str, Any]:
     """Write bench/results/depth_multi30k_pilot.{md,json,png} (quick: depth_multi30k_pilot.quick.*): the rows
     recorded at several budgets, and how the chosen budget (`--epochs`) follows from them; its payload (the
     study's report quotes its conclusion)."""
-    root = core.records_root(args)
-    by_budget = {e: core.load_records(root, e) for e in core.budgets(root)}
+    by_budget = records_by_budget(args)
     markdown, payload = build_pilot(by_budget, args.epochs)
     name = core._output_name("depth_multi30k_pilot", args)
     if payload["rows"]:

@@ -22,24 +22,26 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from claims_plot import forest_plot, holm_note
+from claims_plot import forest_plot
 from common import RESULTS, markdown_table, write_results
 from machine_speed import reference_cpu_s
 from paper_curves import paper_curves, paper_rows, per_epoch
 
 from deep_nmt_hf.science.significance import detectable_delta, holm, seed_and_sentence_test
 
-from . import core, study
+from . import core, decision, sentences, study
 from . import rows as depth_rows
 from .claims import (
     ALPHA,
     BEST_DEEP,
+    CANNOT_DECIDE,
     CLAIMS,
     CLOSE_MARGIN,
     COLLAPSE_SHARE,
     CONTRADICTS,
     INCONCLUSIVE,
     N_SAMPLES,
+    NO_VERDICT,
     NOT_APPLICABLE,
     NOT_AT_SCALE,
     NOT_YET,
@@ -49,10 +51,9 @@ from .claims import (
     RULES,
     SHORT,
     SRC_FLOOR,
-    VERDICTS,
     Claim,
 )
-from .pilot import pilot_report
+from .pilot import build_pilot, pilot_report, records_by_budget
 from .pricing import (
     depth,
     lost_markdown,
@@ -175,7 +176,7 @@ def run_comparisons(
         tests.append(test)
     for test, adjusted in zip(tests, holm([t["p_value"] for t in tests]), strict=True):
         test["p_holm"] = adjusted
-        test["detectable"] = detectable_delta(test["se"], ALPHA, len(tests), POWER)
+        test["detectable"] = decision.detectable(test, len(tests))
     return tests
 
 
@@ -198,41 +199,27 @@ def describe_test(test: dict[str, Any]) -> str:
     )
 
 
-def _inside(value: float, test: dict[str, Any]) -> bool:
-    return test["ci95"][0] <= value <= test["ci95"][1]
-
-
-def against_paper(claim: Claim, test: dict[str, Any]) -> tuple[str, str]:
-    """(verdict, why) of a BLEU comparison against the paper's Δ (RULES): reproduces / contradicts / inconclusive;
-    without a paper Δ, against the claim's direction (X beats Y)."""
-    significant = test["p_holm"] < ALPHA
-    delta, paper = test["delta"], claim.paper_delta
-    if paper is None:
-        if significant and delta > 0:
-            return REPRODUCES, "significantly better"
-        if significant:
-            return CONTRADICTS, "significantly worse"
-        return INCONCLUSIVE, "no significant difference either way"
-    if _inside(paper, test):
-        if significant and (delta > 0) == (paper > 0):
-            return REPRODUCES, f"the paper's {paper:+.2f} is inside the CI, which excludes 0"
-        return (
-            INCONCLUSIVE,
-            f"consistent with the paper: both 0 and the paper's {paper:+.2f} are inside the CI",
-        )
-    if significant and (delta > 0) != (paper > 0):
-        return CONTRADICTS, f"the paper's {paper:+.2f} is outside the CI: significantly the other way"
-    return CONTRADICTS, f"the paper's {paper:+.2f} is outside the CI: the paper's size is not reproduced"
+def pair_confound(claim: Claim, system: str, baseline: str, warmup_scale: float = 0.1) -> str:
+    """Every confound of a comparison (issue #58): the training settings its rows differ in (decision.confounds)
+    and what the claim names besides ("" where there is none)."""
+    parts = [text for text in (decision.confounds(system, baseline, warmup_scale), claim.confound) if text]
+    return f"confounded: {'; '.join(parts)}" if parts else ""
 
 
 def verdict(
     claim: Claim,
     rows: dict[str, dict[str, Any]],
     tests: Sequence[dict[str, Any]],
+    p_target_holm: dict[str, float] | None = None,
+    warmup_scale: float = 0.1,
 ) -> dict[str, Any]:
-    """The verdict on one claim by RULES: {"paper", "claim", "system", "baseline", "verdict" (claims.VERDICTS),
-    "why", "paper_number", "panel", "seeds", "test", "confound", "schedule", "group", "detectable"}."""
+    """The verdict on one claim by the one rule (depth.decision): {"paper", "claim", "system", "baseline",
+    "verdict" (claims.VERDICTS), "why", "paper_number", "panel", "seeds", "test", "confound", "schedule",
+    "group", "detectable", "target", "p_target", "p_target_holm", "in_family"}. `p_target_holm`: the corrected
+    tests against the claims' targets by "system vs baseline" (claim_verdicts computes them from a first pass,
+    which marks the claims whose verdict rests on them: "in_family")."""
     system, baseline = resolve(claim, rows)
+    pair = f"{system} vs {baseline}"
     out = {
         "paper": claim.paper,
         "claim": claim.text,
@@ -249,6 +236,10 @@ def verdict(
         "detectable": None,
         "seeds": None,
         "test": None,
+        "target": decision.target(claim),
+        "p_target": None,
+        "p_target_holm": None,
+        "in_family": False,
     }
 
     def done(word: str, why: str) -> dict[str, Any]:
@@ -259,19 +250,16 @@ def verdict(
             notes.append(claim.schedule)
         return out | {"verdict": word, "why": "; ".join(notes)}
 
-    if claim.confound:
-        control = claim.control.split(" vs ") if claim.control else []
-        if control and all(n in rows for n in control):
-            out["confound"] = f"{claim.confound}: controlled by the claim {claim.control}"
-        elif control:
-            out["confound"] = f"{claim.confound}; control {control[1]} pending"
-        else:
-            out["confound"] = claim.confound
     if system is None:
         deep = [n for n in rows if (d := depth(n)) is not None and sum(d) > 12]
         if deep:
             return done(NOT_AT_SCALE, f"every deep row with a record fails ({', '.join(deep)})")
         return done(NOT_YET, "no deep row has a record")
+    if claim.rule != "collapses":  # a collapse is a diagnosis of one row: its baseline only scales the floor
+        out["confound"] = pair_confound(claim, system, baseline, warmup_scale)
+        control = claim.control.split(" vs ") if claim.control else []
+        if out["confound"] and control and not all(n in rows for n in control):
+            out["confound"] += f"; control {control[1]} pending"
     missing = [n for n in (system, baseline) if n not in rows]
     needed = depth_rows.IF_FAILS.get(system)
     if system in missing and needed in rows and not failure(needed, rows):
@@ -282,11 +270,11 @@ def verdict(
             f"where {needed} fails)",
         )
     if baseline in missing and depth_rows.IF_TRAINS.get(baseline) == system and system in rows:
-        if why := failure(system, rows):
+        if why := failure(system, rows):  # no comparison, so no corrected test: no verdict word (issue #58)
             return done(
-                CONTRADICTS,
-                f"the claimed row fails: {why}, so {baseline} is not run (the study runs it only where {system} "
-                "trains)",
+                INCONCLUSIVE,
+                f"no comparison: the claimed row fails: {why}, so {baseline} is not run (the study runs it only "
+                f"where {system} trains)",
             )
     if missing:
         return done(NOT_YET, f"no record of {', '.join(missing)}")
@@ -303,7 +291,6 @@ def verdict(
     shown = f" ({describe_test(test)})" if test else ""
     if test is not None:
         out["detectable"] = test["detectable"]
-    significant = test is not None and test["p_holm"] < ALPHA
     if claim.rule == "collapses":
         # source reliance down the decoder depths this study ran (the paper's Figure 1, in nats)
         variant = depth_rows.MODELS[system].variant
@@ -330,62 +317,50 @@ def verdict(
             f"decoder, and {claim.premise} never collapsed (src {_cell(rows[claim.premise]['mean']['src'], None, 2)}"
             f" nats){remains}",
         )
-    if claim.rule == "fails-or-behind":
+    if test is None:  # a row with no translations (diverged before its first checkpoint): the failure decides
+        if failed_sys and (claim.rule == "fails-or-behind"):
+            return done(REPRODUCES, f"it fails and has no translations: {failed_sys}")
         if failed_sys and not split_sys:
-            return done(REPRODUCES, f"it fails: {failed_sys}" + shown)
-        if test is None:
-            return done(NOT_YET, "no test statistics for the comparison")
-        if significant and test["delta"] < 0:
-            return done(REPRODUCES, "it trains but falls behind" + shown)
-        if significant:
-            return done(CONTRADICTS, "it trains and is significantly better" + shown)
-        return done(INCONCLUSIVE, "it trains and is not significantly behind" + shown)
-    if failed_sys and failed_base and not split_sys:
-        return done(CONTRADICTS, f"both fail: {failed_sys}; {failed_base}")
-    if failed_sys and failed_base:  # the claimed row's seeds disagree: it trains on some
-        return done(
-            INCONCLUSIVE,
-            f"the claimed row's seeds disagree and the counterfactual fails: {failed_sys}; {failed_base}"
-            + shown,
-        )
-    if failed_sys and not split_sys:
-        return done(CONTRADICTS, f"the claimed row fails: {failed_sys}" + shown)
-    if test is None:
+            return done(CONTRADICTS, f"the claimed row fails and has no translations: {failed_sys}")
         if failed_base:
-            return done(REPRODUCES, f"the counterfactual fails ({failed_base}) and the claimed row trains")
+            return done(REPRODUCES, f"the counterfactual fails ({failed_base}) and has no translations")
         return done(NOT_YET, "no test statistics for the comparison")
+    explained = []
+    if failed_sys:
+        explained.append(failed_sys)
+    if failed_base:
+        explained.append(f"the counterfactual fails ({failed_base})")
+    if (decoded := decoded_alike_text(test)).startswith("confounded"):
+        out["confound"] = "; ".join(filter(None, (out["confound"], decoded)))
+        decoded = ""
+    value = out["target"]
+    if value is not None:
+        out["p_target"] = decision.p_against(test, value)
     if claim.rule == "close":
         ratio = rows[system]["num_parameters"] / rows[baseline]["num_parameters"]
-        params = f"; parameters {ratio:.0%} of {baseline}'s"
-        if test["ci95"][0] > -CLOSE_MARGIN:
-            return done(REPRODUCES, f"within {CLOSE_MARGIN:g} BLEU" + shown + params)
-        if significant and test["delta"] < -CLOSE_MARGIN:
-            return done(CONTRADICTS, f"more than {CLOSE_MARGIN:g} BLEU behind" + shown + params)
-        # how far the CI reaches below Δ: "close" needs a Δ that far above −margin
-        below = test["delta"] - test["ci95"][0]
+        explained.append(f"parameters {ratio:.0%} of {baseline}'s")
+    facts = "".join(f"{text}; " for text in explained)
+    tail = (f"; {decoded}" if decoded else "") + shown
+    if out["confound"]:
+        tests_text = f"against 0 Holm p {decision.p_short(test['p_holm'])}"
+        if value is not None:
+            tests_text += (
+                f"; against the paper's {value:+.2f} p {decision.p_short(out['p_target'])} (uncorrected)"
+            )
+        return done(NO_VERDICT, f"{facts}Δ and its tests only ({tests_text}){tail}")
+    out["in_family"] = value is not None
+    if value is not None:
+        out["p_target_holm"] = (p_target_holm or {}).get(pair, out["p_target"])
+    if decision.too_small(claim, test):
         return done(
-            INCONCLUSIVE,
-            f"the CI reaches below −{CLOSE_MARGIN:g} BLEU without a significant larger deficit"
-            + shown
-            + params
-            + f"; the CI reaches {below:.2f} BLEU below Δ (seeds and {test['sentences']} test sentences), so "
-            f'"within {CLOSE_MARGIN:g} BLEU" needs Δ above {below - CLOSE_MARGIN:+.2f}',
+            CANNOT_DECIDE,
+            f"{facts}the paper's {claim.paper_delta:+.2f} lies {decision.distance(claim):.2f} BLEU from "
+            f"{decision.null(claim):g}, under the {test['detectable']:.2f} this comparison detects with "
+            f"{POWER:.0%} power after Holm (against 0 Holm p {decision.p_short(test['p_holm'])}; against "
+            f"{value:+.2f} Holm p {decision.p_short(out['p_target_holm'])}){tail}",
         )
-    if failed_base and not failed_sys:
-        return done(
-            REPRODUCES, f"the counterfactual fails ({failed_base}) and the claimed row trains" + shown
-        )
-    word, why = against_paper(claim, test)
-    if split_sys:
-        why = f"{failed_sys}: the failure rule does not decide it, the comparison does: {why}"
-    if claim.paper_delta is not None and abs(claim.paper_delta) < test["detectable"]:
-        why += (
-            f"; the paper's {claim.paper_delta:+.2f} is below what this comparison can detect "
-            f"({test['detectable']:.2f} BLEU at {POWER:.0%} power after Holm)"
-        )
-    if decoded := decoded_alike_text(test):
-        why += "; " + decoded
-    return done(word, why + shown)
+    word, why = decision.decide(claim, test, out["p_target_holm"])
+    return done(word, facts + why + tail)
 
 
 def decoded_alike_text(test: dict[str, Any]) -> str:
@@ -415,10 +390,20 @@ def claim_verdicts(
     args: argparse.Namespace | None = None,
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """(verdicts, comparisons): every claim's verdict, and the Holm-corrected comparisons they rest on (with
-    `args`, the rescored comparisons of pairs that decode differently, where `--rescore` ran)."""
+    `args`, the rescored comparisons of pairs that decode differently, where `--rescore` ran). Two passes: the
+    first finds the claims whose verdict rests on a test against their target (the family "paper"), Holm
+    corrects those tests together, the second decides with the corrected p."""
     rows = {name: row_summary(name, recs) for name, recs in records.items()}
     tests = run_comparisons(records, claims, n_samples, args)
-    return with_controls([verdict(claim, rows, tests) for claim in claims], claims), tests
+    scale = next(
+        (r["settings"]["warmup_scale"] for recs in records.values() for r in recs if r.get("settings")), 0.1
+    )
+    first = [verdict(claim, rows, tests, warmup_scale=scale) for claim in claims]
+    family = decision.holm_family(
+        {f"{v['system']} vs {v['baseline']}": v["p_target"] for v in first if v["in_family"]}
+    )
+    verdicts = [verdict(claim, rows, tests, family, scale) for claim in claims]
+    return with_controls(verdicts, claims), tests
 
 
 def with_controls(verdicts: list[dict[str, Any]], claims: Sequence[Claim]) -> list[dict[str, Any]]:
@@ -432,11 +417,11 @@ def with_controls(verdicts: list[dict[str, Any]], claims: Sequence[Claim]) -> li
         t = control["test"]
         low, high = t["ci95"]
         outcome = (
-            f"{claim.confound}; controlled: {claim.control} gives Δ {t['delta']:+.2f} ({low:+.2f} … {high:+.2f}), "
+            f"{v['confound']}; controlled: {claim.control} gives Δ {t['delta']:+.2f} ({low:+.2f} … {high:+.2f}), "
             f"{control['verdict']}"
         )
-        if v["test"] and v["test"]["p_holm"] < ALPHA and low <= 0 <= high:
-            outcome += ": the difference here does not survive the control"
+        if v["test"] and v["test"]["p_holm"] < ALPHA and t["p_holm"] >= ALPHA:
+            outcome += ": the difference here is not significant once the confound is removed"
         v["why"] = v["why"].replace(v["confound"], outcome)
         v["confound"], v["controlled_by"] = outcome, claim.control
     return verdicts
@@ -515,7 +500,7 @@ def glance_table(verdicts: Sequence[dict[str, Any]]) -> str:
             )
         word = f"**{v['verdict']}**" if v["verdict"] in (REPRODUCES, CONTRADICTS) else v["verdict"]
         notes = [note for note in (v.get("confound"), v.get("schedule")) if note]
-        if test and (decoded := decoded_alike_text(test)):
+        if test and (decoded := decoded_alike_text(test)) and not decoded.startswith("confounded"):
             notes.append(decoded)
         body.append(
             [
@@ -527,11 +512,22 @@ def glance_table(verdicts: Sequence[dict[str, Any]]) -> str:
                 if v["paper_delta"] is None
                 else _cell(v["paper_delta"], None, 2, signed=True),
                 f"{v['detectable']:.2f}" if v.get("detectable") is not None else "—",
-                word + holm_note(test) + "".join(f"; {n}" for n in notes),
+                word + tests_note(v, test) + "".join(f"; {n}" for n in notes),
             ]
         )
     header = ["paper", "system vs baseline", "seeds", "Δ BLEU (95% CI)", "the paper (Δ BLEU)", "detectable Δ"]
     return markdown_table(header + ["verdict"], body)
+
+
+def tests_note(v: dict[str, Any], test: dict[str, Any] | None) -> str:
+    """ " (Holm p … against 0; … against the paper's Δ)": the corrected tests a verdict rests on ("" without a
+    test; a confounded row's test against the paper's Δ is uncorrected: it is in no family)."""
+    if test is None:
+        return ""
+    parts = [f"Holm p {decision.p_short(test['p_holm'])} against 0"]
+    if v.get("p_target_holm") is not None:
+        parts.append(f"{decision.p_short(v['p_target_holm'])} against {v['target']:+.2f}")
+    return f" ({'; '.join(parts)})"
 
 
 def glance_summary(verdicts: Sequence[dict[str, Any]], tests: Sequence[dict[str, Any]]) -> str:
@@ -540,15 +536,10 @@ def glance_summary(verdicts: Sequence[dict[str, Any]], tests: Sequence[dict[str,
     for v in verdicts:
         if v.get("group"):
             groups.setdefault(v["group"], []).append(v)
-    counted: dict[str, int] = {}
-    for v in verdicts:
-        if not v.get("group") and not v.get("controlled_by"):
-            counted[v["verdict"]] = counted.get(v["verdict"], 0) + 1
+    counted = sentences.counted(verdicts)
     lines = []
     for group, members in groups.items():
-        words = sorted({m["verdict"] for m in members})
-        for word in words:  # each distinct outcome of the phenomenon once
-            counted[word] = counted.get(word, 0) + 1
+        words = sorted({m["verdict"] for m in members})  # each distinct outcome of the phenomenon counts once
         tally = ", ".join(f"{sum(m['verdict'] == w for m in members)} {w}" for w in words)
         lines.append(
             f"{group.split(' ')[0]} marks {len(members)} claims that rest on one observation,"
@@ -563,7 +554,7 @@ def glance_summary(verdicts: Sequence[dict[str, Any]], tests: Sequence[dict[str,
     )
     lines.append(
         "Counted so: "
-        + ", ".join(f"{counted[w]} {w}" for w in VERDICTS if counted.get(w))
+        + ", ".join(f"{n} {w}" for w, n in counted.items())
         + f" (of {len(verdicts)} claim lines)."
     )
     trained = [t for t in tests if abs(t["delta"]) < 10]  # pairs where both rows translate
@@ -572,16 +563,21 @@ def glance_summary(verdicts: Sequence[dict[str, Any]], tests: Sequence[dict[str,
         m = len(tests)
         lines.append(
             f"**What this test set can detect.** With {trained[0]['sentences']} test sentences and Holm over {m} "
-            f"comparisons, the smallest Δ found with {POWER:.0%} power is (z(1 − {ALPHA:g}/(2·{m})) + z({POWER:g})) × "
-            f"se: {detectable_delta(floor, ALPHA, m, POWER):.2f} BLEU from the sentences alone (median sentence se "
-            f"{floor:.2f} over the {len(trained)} comparisons between rows that both translate), "
+            f"comparisons, the smallest Δ found with {POWER:.0%} power is (t_df(1 − {ALPHA:g}/(2·{m})) + "
+            f"t_df({POWER:g})) × se, with each comparison's own df: "
+            f"{detectable_delta(floor, ALPHA, m, POWER):.2f} BLEU from the sentences alone (median sentence se "
+            f"{floor:.2f} over the {len(trained)} comparisons between rows that both translate; df ∞), "
             f"{statistics.median(t['detectable'] for t in trained):.2f} BLEU with the seeds' variance added (median "
-            "of those comparisons; each comparison's own in the column). A paper's Δ below it cannot be seen here."
+            "of those comparisons; each comparison's own in the column). A paper's Δ closer to 0 than a "
+            f"comparison's own cannot be decided by it: {CANNOT_DECIDE}."
         )
     return "\n\n".join(lines)
 
 
-def comparisons_table(tests: Sequence[dict[str, Any]]) -> str:
+def comparisons_table(tests: Sequence[dict[str, Any]], verdicts: Sequence[dict[str, Any]] = ()) -> str:
+    """Every comparison: Δ, interval, p and Holm p against 0 (the family of all of them), and for the claims whose
+    verdict rests on a test against their target (the family "paper") that target with its p and Holm p."""
+    family = {(v["system"], v["baseline"]): v for v in verdicts if v.get("in_family")}
     header = [
         "system",
         "baseline",
@@ -593,20 +589,26 @@ def comparisons_table(tests: Sequence[dict[str, Any]]) -> str:
         "p",
         "Holm p",
     ]
-    body = [
-        [
-            t["system"],
-            t["baseline"],
-            f"{t['system_runs']} vs {t['baseline_runs']}",
-            f"{t['system_bleu']:.2f}",
-            f"{t['baseline_bleu']:.2f}",
-            f"{t['delta']:+.2f}",
-            f"{t['ci95'][0]:+.2f} … {t['ci95'][1]:+.2f}",
-            p_text(t["p_value"]),
-            p_text(t["p_holm"]),
-        ]
-        for t in tests
-    ]
+    header += ["target", "p (target)", "Holm p (target)"]
+    body = []
+    for t in tests:
+        v = family.get((t["system"], t["baseline"]))
+        body.append(
+            [
+                t["system"],
+                t["baseline"],
+                f"{t['system_runs']} vs {t['baseline_runs']}",
+                f"{t['system_bleu']:.2f}",
+                f"{t['baseline_bleu']:.2f}",
+                f"{t['delta']:+.2f}",
+                f"{t['ci95'][0]:+.2f} … {t['ci95'][1]:+.2f}",
+                p_text(t["p_value"]),
+                p_text(t["p_holm"]),
+                f"{v['target']:+.2f}" if v else "—",
+                p_text(v["p_target"]) if v else "—",
+                p_text(v["p_target_holm"]) if v else "—",
+            ]
+        )
     return markdown_table(header, body)
 
 
@@ -849,6 +851,7 @@ def build_report(
         "epochs",
         progress(planned, records, left, lost),
         "## Verdicts at a glance",
+        decision.rule_text(sum(v["in_family"] for v in verdicts)),
         glance_table(verdicts),
         glance_summary(verdicts, tests),
         "Each claim in words, the rules behind the verdicts and the paper's own tables: [Claims](#claims); "
@@ -876,8 +879,8 @@ def build_report(
         markdown.append(rerun)
     markdown += ["## Claims", RULES, claims_markdown(verdicts)]
     markdown += [
-        "### Every comparison, Holm-corrected together",
-        comparisons_table(tests) if tests else "None yet.",
+        "### Every comparison, Holm-corrected in its family",
+        comparisons_table(tests, verdicts) if tests else "None yet.",
     ]
     markdown += ["## What this study cannot say", LIMITS]
     if left or lost:
@@ -892,6 +895,11 @@ def build_report(
         "settings": settings,
         "rules": {
             "text": RULES,
+            "decision": decision.rule_text(sum(v["in_family"] for v in verdicts)),
+            "families": {
+                "zero": len(tests),
+                "paper": sorted(f"{v['system']} vs {v['baseline']}" for v in verdicts if v["in_family"]),
+            },
             "alpha": ALPHA,
             "flat_nats_per_epoch": FLAT,
             "slope_epochs": SLOPE_EPOCHS,
@@ -905,6 +913,7 @@ def build_report(
         "rows": rows,
         "significance": tests,
         "claims": verdicts,
+        "summaries": sentences.summary_sentences(verdicts, tests),
         "annealing": annealing_facts(records),
         "not_finished": left,
         "weights_lost": list(lost),
@@ -987,15 +996,26 @@ def rerun_markdown(records: dict[str, list[dict[str, Any]]]) -> str:
     )
 
 
-def report(args: argparse.Namespace) -> None:
-    """Write bench/results/depth_multi30k.{md,json,png} (with `--quick`: depth_multi30k.quick.*) from the records
-    of the `--epochs` budget, and the budget pilot's (pilot.pilot_report) beside it."""
+def report_from_records(
+    args: argparse.Namespace,
+) -> tuple[dict[str, list[dict[str, Any]]], str, dict[str, Any]]:
+    """(records, markdown, payload) of the report of `args.epochs`, from the committed records alone (no file
+    written; the figures' lines and the provenance footer are added by `report` and write_results): what
+    tests/test_depth_summaries.py compares with the committed report."""
     records = core.load_records(core.records_root(args), args.epochs)
     planned = study.plan(argparse.Namespace(**{**vars(args), "only": None}))
-    pilot = pilot_report(args, echo=False)  # rebuilt with the report, so it never lags the records
+    _, pilot = build_pilot(records_by_budget(args), args.epochs)
     markdown, payload = build_report(
         records, args, planned, started_runs(planned, args), lost=lost_weights(records, args), pilot=pilot
     )
+    return records, markdown, payload
+
+
+def report(args: argparse.Namespace) -> None:
+    """Write bench/results/depth_multi30k.{md,json,png} (with `--quick`: depth_multi30k.quick.*) from the records
+    of the `--epochs` budget, and the budget pilot's (pilot.pilot_report) beside it."""
+    pilot_report(args, echo=False)  # rebuilt with the report, so it never lags the records
+    records, markdown, payload = report_from_records(args)
     name = core._output_name("depth_multi30k", args)
     if records:
         plot(
@@ -1027,4 +1047,7 @@ def report(args: argparse.Namespace) -> None:
             f"\n\n![per paper: validation BLEU per epoch of the rows its claims compare]({name}_papers.png)"
         )
     write_results(name, payload, markdown)
+    if not args.quick:  # the READMEs quote the committed report's sentences (depth.sentences)
+        for path in sentences.requote_files(RESULTS.parents[1], payload["summaries"]):
+            print(f"requoted the study's sentences in {path}")
     print(markdown)

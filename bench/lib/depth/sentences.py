@@ -1,0 +1,187 @@
+"""The depth study's summary sentences, generated from its verdicts (issue #58): what README, docs/results.md,
+bench/README.md and CONTRIBUTING.md say of the study is these sentences, word for word, between markers
+
+    <!-- depth:KEY -->the sentence<!-- /depth:KEY -->
+
+which the report rewrites whenever it is rebuilt (`requote_files`); tests/test_depth_summaries.py fails where a
+marked sentence differs from the one the committed report's verdicts generate, and where the study's other marked
+prose (<!-- depth-prose --> … <!-- /depth-prose -->) states a number the reports do not print, or a verdict word.
+The number check is by token: it catches a figure no report prints, not one that happens to appear elsewhere in
+them. Pure functions of the verdict dicts (report.claim_verdicts,
+or the same dicts read back from bench/results/depth_multi30k.json), so a summary can say no more than the report.
+"""
+
+from __future__ import annotations
+
+import re
+import statistics
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from deep_nmt_hf.science.significance import detectable_delta
+
+from .claims import ALPHA, POWER, REPRODUCES, VERDICTS
+
+# the papers' gains from depth: a deep model against a 6-6 one (a confounded claim is represented by its control)
+DEPTH_GAINS = (
+    "admin-18-6 vs post-6-6",
+    "admin-36-6 vs post-6-6",
+    "pre-18-6 vs pre-6-6",
+    "dsinit-matt-18-6 vs post-6-6",
+    "deep-decoder-6-12 vs pre-6-6",
+)
+MARKER = re.compile(r"<!-- depth:([a-z-]+) -->(.*?)<!-- /depth:\1 -->", re.S)
+PROSE = re.compile(r"<!-- depth-prose -->(.*?)<!-- /depth-prose -->", re.S)
+# verdict words a summary may state only through a generated sentence
+VERDICT_WORDS = re.compile(
+    r"reproduc|contradict|inconclusive|cannot decide|no verdict|does not hold|\bholds\b|not significant", re.I
+)
+REPORTS = (
+    "depth_multi30k.md",
+    "depth_multi30k_weights.md",
+    "depth_multi30k_pilot.md",
+)  # what prose may quote
+NUMBER = re.compile(r"[+\-−]?\d+(?:\.\d+)*")  # "2.6.0" (a version) is not "2.6"; a sign is part of it
+
+
+def pair(v: dict[str, Any]) -> str:
+    return f"{v['system']} vs {v['baseline']}"
+
+
+def counted(verdicts: Sequence[dict[str, Any]]) -> dict[str, int]:
+    """The verdicts counted as the report counts them: each phenomenon (a claim's `group`) once per distinct
+    outcome, a claim counted through its control (`controlled_by`) not at all; in claims.VERDICTS order."""
+    counts: dict[str, int] = {}
+    for v in verdicts:
+        if not v.get("group") and not v.get("controlled_by"):
+            counts[v["verdict"]] = counts.get(v["verdict"], 0) + 1
+    for group in dict.fromkeys(v["group"] for v in verdicts if v.get("group")):
+        for word in {v["verdict"] for v in verdicts if v.get("group") == group}:
+            counts[word] = counts.get(word, 0) + 1
+    return {word: counts[word] for word in VERDICTS if counts.get(word)}
+
+
+def delta_text(v: dict[str, Any]) -> str:
+    """ "Δ +0.26 (95% CI −0.67 … +1.18), the paper +2.50" of a verdict with a test."""
+    test = v["test"]
+    low, high = test["ci95"]
+    paper = f", the paper {v['paper_delta']:+.2f}" if v.get("paper_delta") is not None else ""
+    return f"Δ {test['delta']:+.2f} (95% CI {low:+.2f} … {high:+.2f}){paper}"
+
+
+def depth_gains(verdicts: Sequence[dict[str, Any]]) -> str:
+    """The papers' gains from depth (DEPTH_GAINS), each by its verdict (a confounded one through its control)."""
+    by_pair = {pair(v): v for v in verdicts}
+    chosen = []
+    for key in DEPTH_GAINS:
+        v = by_pair.get(key)
+        if v is None:
+            continue
+        chosen.append(by_pair.get(v.get("controlled_by") or "", v))
+    words: dict[str, list[str]] = {}
+    for v in chosen:
+        shown = f"{pair(v)}: {delta_text(v)}" if v.get("test") else pair(v)
+        words.setdefault(v["verdict"], []).append(shown)
+    parts = [f"{len(words[w])} {w} ({'; '.join(words[w])})" for w in VERDICTS if w in words]
+    reproduced = len(words.get(REPRODUCES, []))
+    return (
+        f"Of the papers' {len(chosen)} gains from depth, {reproduced} reproduce{'s' if reproduced == 1 else ''}: "
+        + ", ".join(parts)
+        + "."
+    )
+
+
+def one_claim(verdicts: Sequence[dict[str, Any]], key: str) -> str:
+    """One claim's verdict with its Δ: "pre-18-6 vs marian-6-6: no verdict (confounded), Δ −0.43 (…)"."""
+    v = next((v for v in verdicts if pair(v) == key), None)
+    if v is None:
+        return f"{key}: not in the report"
+    shown = f", {delta_text(v)}" if v.get("test") else ""
+    confound = f"; {v['confound']}" if v.get("confound") and not v.get("controlled_by") else ""
+    return f"{key}: {v['verdict']}{shown}{confound}"
+
+
+def summary_sentences(verdicts: Sequence[dict[str, Any]], tests: Sequence[dict[str, Any]]) -> dict[str, str]:
+    """Every sentence a summary may quote, by its marker KEY: the count (`tally`), the papers' gains from depth
+    (`depth-gains`), the lr control (`lr-control`), the deep row against Marian (`marian`), shared layers
+    (`shared`), the CAD + CRT rescue (`rescue`), and what the test set can detect (`detectable`)."""
+    tally = counted(verdicts)
+    trained = [t for t in tests if abs(t["delta"]) < 10]
+    sentences = {
+        "tally": "Counted with each phenomenon once: "
+        + ", ".join(f"{n} {w}" for w, n in tally.items())
+        + f" (of {len(verdicts)} claim lines).",
+        "depth-gains": depth_gains(verdicts),
+        "lr-control": one_claim(verdicts, "pre-18-6 vs pre-6-6-lr2e-3"),
+        "marian": next(
+            (one_claim(verdicts, pair(v)) for v in verdicts if v["baseline"] == "marian-6-6"), "marian-6-6: —"
+        ),
+        "shared": one_claim(verdicts, "shared-18-6 vs unshared-18-6"),
+        "rescue": one_claim(verdicts, "deep-decoder-6-12 vs deep-decoder-6-12-plain"),
+    }
+    if trained:
+        floor = detectable_delta(
+            statistics.median(t["sentence_se"] for t in trained), ALPHA, len(tests), POWER
+        )
+        sentences["detectable"] = (
+            f"this test set detects {floor:.2f} BLEU from its {trained[0]['sentences']} sentences alone and "
+            f"{statistics.median(t['detectable'] for t in trained):.2f} with the seeds' variance added (median over "
+            f"the {len(trained)} comparisons between rows that both translate; {POWER:.0%} power after Holm over "
+            f"{len(tests)} comparisons, t at each comparison's df)"
+        )
+    return sentences
+
+
+def marked(text: str) -> dict[str, list[str]]:
+    """The generated sentences TEXT quotes: {KEY: [the quoted text, ...]}."""
+    found: dict[str, list[str]] = {}
+    for key, body in MARKER.findall(text):
+        found.setdefault(key, []).append(body)
+    return found
+
+
+def requote(text: str, generated: dict[str, str]) -> str:
+    """TEXT with every `<!-- depth:KEY -->` quote replaced by the sentence KEY of GENERATED (a key the report no
+    longer generates is left as it is, for the test to name)."""
+
+    def one(match: re.Match[str]) -> str:
+        key = match.group(1)
+        body = generated.get(key, match.group(2))
+        return f"<!-- depth:{key} -->{body}<!-- /depth:{key} -->"
+
+    return MARKER.sub(one, text)
+
+
+def requote_files(root: Path, generated: dict[str, str]) -> list[Path]:
+    """Requote the summary files under ROOT (summary_files) with GENERATED; the files that changed."""
+    changed = []
+    for path in summary_files(root):
+        if path.exists() and (new := requote(text := path.read_text(), generated)) != text:
+            path.write_text(new)
+            changed.append(path)
+    return changed
+
+
+def prose_problems(text: str, reports: str) -> list[str]:
+    """What the study's marked prose in TEXT states beyond the REPORTS' text: a number none of them has, or a
+    verdict word (those only come through generated sentences)."""
+    signed = {n.replace("−", "-") for n in NUMBER.findall(reports)}  # as printed, with its sign
+    known = signed | {n.lstrip("+-") for n in signed}  # a number the prose writes without a sign
+    problems = []
+    for body in PROSE.findall(text):
+        plain = MARKER.sub("", body)
+        problems += [f"verdict word {w!r}" for w in VERDICT_WORDS.findall(plain)]
+        numbers = [n.replace("−", "-") for n in NUMBER.findall(plain)]
+        problems += [f"number {n} is in no report" for n in numbers if n not in known]
+    return problems
+
+
+def summary_files(root: Path) -> list[Path]:
+    """The files that summarise the study."""
+    return [
+        root / "README.md",
+        root / "docs" / "results.md",
+        root / "bench" / "README.md",
+        root / "CONTRIBUTING.md",
+    ]
