@@ -117,6 +117,7 @@ def precheck(args: argparse.Namespace) -> None:
             _missing_directory(str(run_dir), "a run directory holding checkpoint-* directories", "directory")
         )
     if hasattr(args, "threads"):
+        args.threads_requested = args.threads  # None unless --threads was given (the demo follows the load)
         args.threads = resolve_threads(args.threads)
 
 
