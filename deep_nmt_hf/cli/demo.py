@@ -6,6 +6,7 @@ import argparse
 import contextlib
 import json
 import logging
+import math
 import os
 import sys
 import time
@@ -116,7 +117,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     from ..data.atomic import atomic_write
     from ..data.synthetic import SRC_LANG, TGT_LANG, demo_splits
     from ..training import TrainingOptions, staged_output_dir, train
-    from ..training.time_budget import WallClockBudget, format_duration
+    from ..training.time_budget import WallClockBudget, format_duration, process_age
 
     base = {**DEMO_DEFAULTS, **(QUICK_DEMO if args.quick else {})}
     sizes = {
@@ -137,7 +138,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         format_duration(args.time_budget * 60),
     )
     logging.getLogger("sacrebleu").setLevel(logging.ERROR)  # the synthetic text is tokenized on purpose
-    start = time.monotonic()
+    start = time.monotonic() - process_age()  # the promise counts from the command's start
     budget = WallClockBudget(
         start,
         args.time_budget * 60,
@@ -201,9 +202,9 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     print(
         f"\ntrained {record['global_step']} of {max_steps} steps"
         + (
-            f" (stopped early to keep the expected time; --time-budget {args.time_budget * 4:g} would train "
-            f"more on this machine)"
-            if budget.stopped_at is not None
+            f" (stopped early to keep the expected time; all {max_steps} would take about "
+            f"{format_duration(budget.full_run_s)} here now: --time-budget {math.ceil(budget.full_run_s / 60)})"
+            if budget.stopped_at is not None and budget.full_run_s is not None
             else ""
         )
         + f"; total time {int(minutes)} min {seconds:.0f} s"

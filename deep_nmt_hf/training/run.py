@@ -14,9 +14,9 @@ import datasets
 import torch
 from transformers import (
     AutoTokenizer,
-    TrainerCallback,
     PreTrainedModel,
     PreTrainedTokenizerBase,
+    TrainerCallback,
     set_seed,
 )
 

@@ -54,6 +54,16 @@ def others_running() -> float | None:
     return float(max(0, total - own_running_threads()))
 
 
+def process_age() -> float:
+    """Seconds since this process started (its imports count towards a promised time); 0 where unknown."""
+    try:
+        start_ticks = int(Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[19])
+        uptime = float(Path("/proc/uptime").read_text().split()[0])
+        return max(0.0, uptime - start_ticks / os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
 def free_cores(usable: int, cap: int, others: float) -> int:
     """The threads to run with: the usable cores less the other jobs' runnable tasks, 1 to `cap`."""
     return max(1, min(cap, usable - round(others)))
@@ -96,6 +106,7 @@ class WallClockBudget(TrainerCallback):
         self.announce = announce or (lambda line: logger.info("%s", line))
         self.promised_s: float | None = None
         self.stopped_at: int | None = None
+        self.full_run_s: float | None = None  # at the stop: what all the steps would have taken at that speed
         self.training_ended_s: float | None = None
         self.threads: list[list[int]] = []  # [first step, threads] per change
         self._samples: list[float] = []
@@ -145,6 +156,7 @@ class WallClockBudget(TrainerCallback):
             )
         if step < state.max_steps and elapsed + (1 + self.after_training_steps) * per_step > self.promised_s:
             self.stopped_at = step
+            self.full_run_s = elapsed + (state.max_steps - step + self.after_training_steps) * per_step
             control.should_training_stop = True
             self.announce(
                 f"stopping training at step {step} of {state.max_steps} to keep the expected time "
@@ -165,6 +177,7 @@ class WallClockBudget(TrainerCallback):
             "training_s": None if self.training_ended_s is None else round(self.training_ended_s, 1),
             "total_s": None if total_s is None else round(total_s, 1),
             "stopped_early_at_step": self.stopped_at,
+            "all_steps_would_take_s": None if self.full_run_s is None else round(self.full_run_s, 1),
             "load_average": [round(value, 2) for value in _loadavg()],
         }
 
