@@ -219,8 +219,8 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         f"  model = AutoModelForSeq2SeqLM.from_pretrained({str(final)!r})\n"
         f"  tokenizer = AutoTokenizer.from_pretrained({str(final)!r})\n"
         "without the package installed: AutoModelForSeq2SeqLM.from_pretrained(path, trust_remote_code=True); the\n"
-        "  tokenizer is a stock fast tokenizer: AutoTokenizer.from_pretrained(path, trust_remote_code=False) loads it\n"
-        "  running no custom code (without the flag Transformers asks about the model's code in config.json)\n"
+        "  tokenizer is a stock fast tokenizer: PreTrainedTokenizerFast.from_pretrained(path) loads it running no\n"
+        "  custom code\n"
         f"or from the shell: echo '{splits['test'][0][0]}' | deep-nmt translate {final}"
     )
     return 0
