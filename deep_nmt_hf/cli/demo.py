@@ -131,10 +131,9 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         os.environ.get("OMP_NUM_THREADS", "").strip()
     )
     logger.info(
-        "%s thread(s) (%s); the expected time follows after %d steps (at most %s: --time-budget)",
+        "%s thread(s) (%s); the expected time follows after the first steps (at most %s: --time-budget)",
         used,
         "fixed by --threads / OMP_NUM_THREADS" if fixed else "following the free cores while it runs",
-        CALIBRATION_STEPS,
         format_duration(args.time_budget * 60),
     )
     logging.getLogger("sacrebleu").setLevel(logging.ERROR)  # the synthetic text is tokenized on purpose
@@ -146,7 +145,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         usable_cores=usable_cores(),
         max_threads=THREADS_CAP,
         follow_load=not fixed,
-        calibration_steps=CALIBRATION_STEPS,
+        calibration_steps=min(CALIBRATION_STEPS, max(1, max_steps // 4)),
     )
     final = args.output_dir.expanduser().absolute()
     with staged_output_dir(final, overwrite=args.overwrite) as staging:
