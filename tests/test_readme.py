@@ -16,8 +16,10 @@ form). Any other block must run quickly (tiny settings).
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import shlex
 import stat
 import subprocess
 import sys
@@ -219,3 +221,51 @@ def test_readme_commands_run_as_written_in_order(tmp_path: Path) -> None:
                  "out/admin-marian", "out/admin-ct2/model.bin", "out/admin-ct2/tokenizer.json", "omega.png", "dlcl.png",
                  "train.jsonl", "json/train.jsonl"):  # fmt: skip
         assert (repo / path).exists(), path
+
+
+def _hub_layout_copy(folder: Path) -> Path:
+    """A local folder laid out as the Hub's bentrevett/multi30k: train/val/test.jsonl of {"en": .., "de": ..}
+    rows (which `datasets.load_dataset` serves as the splits train, validation and test)."""
+    folder.mkdir()
+    words = ["man", "woman", "dog", "bike", "street", "red", "blue", "runs", "sits", "the"]
+    german = ["Mann", "Frau", "Hund", "Fahrrad", "Straße", "rot", "blau", "läuft", "sitzt", "der"]
+    for name, rows in (("train", 48), ("val", 6), ("test", 6)):
+        with (folder / f"{name}.jsonl").open("w", encoding="utf-8") as handle:
+            for row in range(rows):
+                picks = [(row * 7 + k * 3) % len(words) for k in range(4)]
+                en = " ".join(words[i] for i in picks) + " ."
+                de = " ".join(german[i] for i in picks) + " ."
+                handle.write(json.dumps({"en": en, "de": de}, ensure_ascii=False) + "\n")
+    return folder
+
+
+def test_readme_hub_multi30k_command_reads_the_hubs_layout(tmp_path: Path, monkeypatch, capsys) -> None:
+    """The README's Multi30k command, as written (shortened by flags it adds at the end), on a local stand-in for
+    the Hub dataset it names: its column layout and split names go through our reader, --valid-split and
+    --test-split as the README gives them (the real download is skipped in the README test)."""
+    import datasets
+
+    from deep_nmt_hf.cli import main
+
+    (block,) = [b for b in readme_blocks(README.read_text(encoding="utf-8")) if "--dataset " in b.code]
+    argv = shlex.split(block.code.replace("\\\n", " "))
+    assert argv[:2] == ["deep-nmt", "train"]
+    name = argv[argv.index("--dataset") + 1]
+    stand_in = _hub_layout_copy(tmp_path / "multi30k")
+    real = datasets.load_dataset
+
+    def load_dataset(path, *args, **kwargs):
+        assert path == name, path  # only the README's dataset is asked for
+        return real(str(stand_in), *args, cache_dir=str(tmp_path / "hf_cache"), **kwargs)
+
+    monkeypatch.setattr(datasets, "load_dataset", load_dataset)
+    out = tmp_path / "out"
+    argv[argv.index("--output-dir") + 1] = str(out)
+    short = ["--max-steps", "2", "--batch-size", "8", "--vocab-size", "120", "--final-eval-samples", "3"]
+    short += ["--encoder-layers", "2", "--decoder-layers", "1"]  # explicit flags win over the preset
+    short += ["--max-eval-samples", "3", "--no-progress"]
+    assert main(argv[1:] + short) == 0, capsys.readouterr().err[-3000:]
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["data_source"] == name == "bentrevett/multi30k"
+    assert (metrics["valid_split"], metrics["test_split"]) == ("validation", "test")
+    assert metrics["num_train_examples"] == 48 and metrics["num_sentences"] == 3
