@@ -82,7 +82,8 @@ def add_parsers(commands: Any) -> dict[str, Any]:
         default=DEMO_BUDGET_MINUTES,
         metavar="MINUTES",
         help="the most the whole run may take: after 20 steps the demo prints its expected time (the forecast, "
-        "at most this) and stops training early rather than miss it on a busy machine",
+        "at most this) and stops training early rather than miss it on a busy machine; 0: no budget (every "
+        "step trained, however long)",
     )
     demo.add_argument("--overwrite", action="store_true", help="replace an existing output directory")
     demo.add_argument("--no-progress", action="store_true", help="hide progress bars")
@@ -124,23 +125,25 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         name: getattr(args, f"{name}_size") or base[f"{name}_size"] for name in ("train", "valid", "test")
     }
     max_steps = args.max_steps or base["max_steps"]
-    if not args.time_budget > 0:
-        raise ValueError(f"--time-budget {args.time_budget}: must be > 0 (minutes)")
+    if not args.time_budget >= 0:
+        raise ValueError(f"--time-budget {args.time_budget}: must be >= 0 (minutes; 0: no budget)")
     used = torch.get_num_threads()  # --threads / $OMP_NUM_THREADS / the free cores: set by cli.main
     fixed = getattr(args, "threads_requested", None) is not None or bool(
         os.environ.get("OMP_NUM_THREADS", "").strip()
     )
     logger.info(
-        "%s thread(s) (%s); the expected time follows after the first steps (at most %s: --time-budget)",
+        "%s thread(s) (%s); the expected time follows after the first steps (%s)",
         used,
         "fixed by --threads / OMP_NUM_THREADS" if fixed else "following the free cores while it runs",
-        format_duration(args.time_budget * 60),
+        f"at most {format_duration(args.time_budget * 60)}: --time-budget"
+        if args.time_budget
+        else "no budget",
     )
     logging.getLogger("sacrebleu").setLevel(logging.ERROR)  # the synthetic text is tokenized on purpose
     start = time.monotonic() - process_age()  # the promise counts from the command's start
     budget = WallClockBudget(
         start,
-        args.time_budget * 60,
+        args.time_budget * 60 if args.time_budget else None,
         after_training_steps=SCORING_STEPS_PER_500 * sizes["test"] / 500 * args.num_beams / 4,
         usable_cores=usable_cores(),
         max_threads=THREADS_CAP,

@@ -7,12 +7,14 @@ callback here re-reads the machine's load between steps and sets torch's threads
 runnable tasks of other processes, from ``/proc``, are what it subtracts), then, once a few steps have measured
 the speed, promises a finishing time (the forecast, at most `budget_s`) and stops training when the steps left
 plus the work after training (final scoring, counted in training steps at the speed of the moment) would run
-past it. What it did is in `summary()` (threads per step range, the promise, where training stopped).
+past it: past the budget, or more than `SLACK` past a forecast under the budget (the promise is kept to ±30%;
+the slack spares a short run from stopping at every passing slowdown). What it did is in `summary()` (threads per step range, the promise, where training stopped).
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import os
 import statistics
 import time
@@ -25,6 +27,8 @@ import torch
 from transformers import TrainerCallback
 
 logger = logging.getLogger(__name__)
+
+SLACK = 0.15  # a forecast under the budget may be overrun by this share before training stops early
 
 
 def own_running_threads() -> int:
@@ -73,7 +77,7 @@ class WallClockBudget(TrainerCallback):
     """Threads that follow the load, and a promised end time that training stops early to keep.
 
     `start`: `time.monotonic()` when the run (data, tokenizer included) began; `budget_s`: the most the promise
-    may be; `after_training_steps`: the work left once training ends (scoring, saving) measured in training
+    may be (None: no budget, the forecast is printed and training never stops early); `after_training_steps`: the work left once training ends (scoring, saving) measured in training
     steps; `usable_cores` / `max_threads`: the cores this process may use and the thread cap; `follow_load`:
     adapt threads (off when the user fixed them with --threads / OMP_NUM_THREADS); `sample`: the other jobs'
     runnable tasks (tests pass their own).
@@ -82,7 +86,7 @@ class WallClockBudget(TrainerCallback):
     def __init__(
         self,
         start: float,
-        budget_s: float,
+        budget_s: float | None,
         after_training_steps: float,
         usable_cores: int,
         max_threads: int,
@@ -148,13 +152,17 @@ class WallClockBudget(TrainerCallback):
             if step < self.calibration_steps:
                 return
             forecast = elapsed + (state.max_steps - step + self.after_training_steps) * per_step
-            self.promised_s = min(forecast, self.budget_s)
-            capped = " (the time budget: training stops early to keep it)" if forecast > self.budget_s else ""
+            budget = math.inf if self.budget_s is None else self.budget_s
+            self.promised_s = min(forecast, budget)
+            capped = " (the time budget: training stops early to keep it)" if forecast > budget else ""
             self.announce(
                 f"expected time: about {format_duration(self.promised_s)} in all{capped}; measured "
                 f"{1 / per_step:.1f} steps/s with {torch.get_num_threads()} thread(s) after {step} steps"
             )
-        if step < state.max_steps and elapsed + (1 + self.after_training_steps) * per_step > self.promised_s:
+        if self.budget_s is None or step >= state.max_steps:
+            return
+        deadline = min(self.budget_s, self.promised_s * (1 + SLACK))
+        if elapsed + (1 + self.after_training_steps) * per_step > deadline:
             self.stopped_at = step
             self.full_run_s = elapsed + (state.max_steps - step + self.after_training_steps) * per_step
             control.should_training_stop = True
@@ -172,7 +180,7 @@ class WallClockBudget(TrainerCallback):
             "cores_usable": self.usable_cores,
             "threads": [{"from_step": step, "threads": n} for step, n in self.threads],
             "threads_follow_load": self.follow_load,
-            "budget_s": round(self.budget_s, 1),
+            "budget_s": None if self.budget_s is None else round(self.budget_s, 1),
             "promised_s": None if self.promised_s is None else round(self.promised_s, 1),
             "training_s": None if self.training_ended_s is None else round(self.training_ended_s, 1),
             "total_s": None if total_s is None else round(total_s, 1),
