@@ -20,7 +20,7 @@ from deep_nmt_hf.training import translate
 
 SUBCOMMANDS = ("train", "evaluate", "translate", "demo")
 DEMO_ARGS = ["--train-size", "300", "--valid-size", "10", "--test-size", "12", "--max-steps", "12"]
-DEMO_ARGS += ["--batch-size", "16", "--num-beams", "2", "--no-progress"]
+DEMO_ARGS += ["--batch-size", "16", "--num-beams", "2", "--no-progress", "--time-budget", "0"]  # every step
 TINY_FLAGS = [
     "--d-model",
     "32",
@@ -127,7 +127,7 @@ def test_demo_prints_scores_and_loading_instructions(
     out = capsys.readouterr().out
     assert "BLEU" in out and "chrF" in out and "nrefs:1|" in out
     assert "AutoModelForSeq2SeqLM.from_pretrained" in out and "trust_remote_code=True" in out
-    assert "AutoTokenizer.from_pretrained(path, trust_remote_code=False)" in out  # the tokenizer is stock
+    assert "PreTrainedTokenizerFast.from_pretrained(path)" in out  # the tokenizer is stock
     assert f"test translations: {tmp_path / 'd' / 'test.hyp.sb'}" in out
     assert "import deep_nmt_hf" in out
     # a second run into the same directory is refused (nothing overwritten) unless --overwrite
@@ -135,12 +135,16 @@ def test_demo_prints_scores_and_loading_instructions(
     assert "--overwrite" in capsys.readouterr().err
 
 
-def test_demo_expected_time_scales_with_threads() -> None:
-    from deep_nmt_hf.cli.demo import _expected_time
-
-    assert _expected_time(800, 12000, 500, 2) == "about 4.7 min"  # the measured default run, 4.6 min + data
-    assert _expected_time(800, 12000, 500, 1) == "about 9.3 min"
-    assert _expected_time(100, 1000, 100, 2).endswith(" s")
+def test_demo_records_its_threads_and_its_promise(demo_dir: Path) -> None:
+    """Issue #59, item 2: metrics.json says with how many threads the demo ran (beside the versions and the
+    seed) and what its time budget did, so a user can tell why a score differs."""
+    metrics = json.loads((demo_dir / "metrics.json").read_text())
+    assert metrics["threads"] == [{"from_step": 0, "threads": 1}]  # OMP_NUM_THREADS=1 in the tests: fixed
+    demo = metrics["demo"]
+    assert demo["threads_follow_load"] is False and demo["budget_s"] is None  # --time-budget 0
+    assert demo["promised_s"] > 0 and demo["stopped_early_at_step"] is None
+    assert 0 < demo["training_s"] <= demo["total_s"]
+    assert "versions" in metrics and metrics["hyperparameters"]["seed"] == 1234
 
 
 # --------------------------------------------------------------------------------------------------- translate

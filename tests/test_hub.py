@@ -333,3 +333,21 @@ def test_every_variant_loads_from_a_simulated_hub_cache_in_a_fresh_process(train
         else:
             assert got["module"].startswith("transformers.models."), repo_id
             assert class_name in ("MarianMTModel", "PegasusForConditionalGeneration")
+
+
+def test_a_folded_cards_code_runs_with_stock_transformers_alone(trained, tmp_path) -> None:
+    """Issue #59, item 4: the folded card says what runs without the package (Transformers 5 has no
+    "translation" pipeline) and its "How to use" code runs as written in a fresh process where deep_nmt_hf
+    cannot be imported, the repository id answered from a Hub cache."""
+    hf_home = tmp_path / "hf_home"
+    prepared = prepare_upload(trained["admin"], tmp_path / "upload", fold=True, repo_id="org/admin-folded")
+    place_in_hub_cache(prepared.folder, hf_home, "org/admin-folded")
+    card = (prepared.folder / "README.md").read_text(encoding="utf-8")
+    usage = card.split("## How to use", 1)[1].split("\n## ", 1)[0]
+    assert "stock Transformers alone" in usage and "`generate`" in usage, usage
+    assert 'pipeline("translation"' in usage and "removed" in usage, usage  # says why there is no pipeline
+    blocks = re.findall(r"```python\n(.*?)```", usage, flags=re.S)
+    assert len(blocks) == 1 and "trust_remote_code" not in blocks[0], blocks
+    code = blocks[0] + "\nimport json, sys\nprint(json.dumps({'model': type(model).__module__}))\n"
+    result = run_without_package(code, tmp_path, hf_home=hf_home)
+    assert result["model"].startswith("transformers.models.marian."), result

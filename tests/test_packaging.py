@@ -7,6 +7,7 @@ The end-to-end check — the wheel installed outside the checkout running the us
 from __future__ import annotations
 
 import importlib.metadata
+import os
 import subprocess
 import sys
 import tarfile
@@ -30,21 +31,40 @@ def _setuptools_for_offline_build() -> bool:
         return False
 
 
+BUILD_LOG: list[str] = []  # what `python -m build` printed for the `built` fixture
+
+
 @pytest.fixture(scope="module")
 def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """The sdist and the wheel built from it, as `python -m build` makes them (no network: --no-isolation)."""
     if not _setuptools_for_offline_build():
         pytest.skip("setuptools>=70.1 is not installed: building the wheel offline needs it")
     out = tmp_path_factory.mktemp("dist")
-    subprocess.run(
+    # as a user's shell has it: byte-compiling on (PYTHONDONTWRITEBYTECODE makes setuptools warn that it is off)
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONDONTWRITEBYTECODE"}
+    result = subprocess.run(
         [sys.executable, "-m", "build", "--no-isolation", "--outdir", str(out), str(ROOT)],
         check=True,
         capture_output=True,
         text=True,
+        env=env,
     )
+    BUILD_LOG[:] = [result.stdout, result.stderr]
     (sdist,) = out.glob("*.tar.gz")
     (wheel,) = out.glob("*.whl")
     return sdist, wheel
+
+
+def test_the_build_is_warning_free_and_the_license_an_spdx_expression(built: tuple[Path, Path]) -> None:
+    """Issue #59, item 5: `project.license` as a table is deprecated (setuptools 77 takes the SPDX string)."""
+    _, wheel = built
+    log = "\n".join(BUILD_LOG)
+    warnings = [line for line in log.splitlines() if "warn" in line.lower() or "deprecat" in line.lower()]
+    assert not warnings, "\n".join(warnings)
+    with zipfile.ZipFile(wheel) as archive:
+        (metadata,) = [name for name in archive.namelist() if name.endswith(".dist-info/METADATA")]
+        headers = archive.read(metadata).decode("utf-8").split("\n\n", 1)[0].splitlines()
+    assert "License-Expression: Apache-2.0" in headers, headers
 
 
 def _checkout_templates() -> list[str]:

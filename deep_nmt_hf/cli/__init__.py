@@ -24,6 +24,7 @@ from .common import (
     complete_package_import,
     precheck,
 )
+from .interrupt import EXIT_INTERRUPTED, interrupted_message
 from .train import CHOICE_FLAGS
 
 __all__ = ["CHOICE_FLAGS", "EXIT_ERROR", "build_parser", "main"]
@@ -74,9 +75,9 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         code = handlers[args.command](args)
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt:  # for train: where the partial run is and the command that continues it
+        print(interrupted_message(args, sys.argv[1:] if argv is None else list(argv)), file=sys.stderr)
+        return EXIT_INTERRUPTED
     except (DataError, ValueError, OSError, TrainingDivergedError, SafetensorError) as err:
         if args.debug:
             raise

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from .model_checks import check_model_files, check_model_type
 from .names import CHOICE_VALUES, variant_names
 
 logger = logging.getLogger("deep_nmt_hf")
@@ -76,8 +77,13 @@ def _load_model(model: str) -> tuple[Any, Any]:
     from transformers import AutoModelForSeq2SeqLM, AutoTokenizer  # Auto classes: registered by the package
 
     _check_model_path(model, hub=True)
-    try:
-        return AutoModelForSeq2SeqLM.from_pretrained(model), AutoTokenizer.from_pretrained(model)
+    if Path(model).expanduser().is_dir():
+        check_model_type(Path(model).expanduser())
+    try:  # trust_remote_code=False: never Transformers' question on stdin (a Hub model of another type fails)
+        return (
+            AutoModelForSeq2SeqLM.from_pretrained(model, trust_remote_code=False),
+            AutoTokenizer.from_pretrained(model, trust_remote_code=False),
+        )
     except Exception as error:  # safetensors' SafetensorError is no OSError: one line naming the model
         if type(error).__name__ != "SafetensorError":
             raise
@@ -117,6 +123,7 @@ def precheck(args: argparse.Namespace) -> None:
             _missing_directory(str(run_dir), "a run directory holding checkpoint-* directories", "directory")
         )
     if hasattr(args, "threads"):
+        args.threads_requested = args.threads  # None unless --threads was given (the demo follows the load)
         args.threads = resolve_threads(args.threads)
 
 
@@ -153,6 +160,7 @@ def _check_model_path(model: str, hub: bool = False) -> None:
     if path.is_dir():
         if not (path / "config.json").is_file():
             raise FileNotFoundError(f"{model}: not a saved model directory (no config.json)")
+        check_model_files(path)  # its JSON files parse, its weights are there
         check_weights(path)
         return
     if path.exists():

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import logging
+import math
+import os
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-from .common import _HelpFormatter, _print_scores, logger
+from .common import THREADS_CAP, _HelpFormatter, _print_scores, logger, usable_cores
 
 # the built-in demo: a deep pre-LN model that trains on the synthetic corpus in a few CPU minutes
 DEMO_MODEL = {
@@ -34,6 +37,7 @@ DEMO_DEFAULTS = {
     "warmup_steps": 200,
     "vocab_size": 2000,
 }
+CALIBRATION_STEPS = 20  # steps measured before the expected time is printed
 QUICK_DEMO = {"train_size": 1000, "valid_size": 50, "test_size": 100, "max_steps": 100}
 
 
@@ -72,14 +76,26 @@ def add_parsers(commands: Any) -> dict[str, Any]:
     demo.add_argument("--lr", type=float, default=DEMO_DEFAULTS["lr"], help="peak learning rate")
     demo.add_argument("--num-beams", type=int, default=4, help="beam size for the final evaluation")
     demo.add_argument("--seed", type=int, default=1234, help="corpus and training seed")
+    demo.add_argument(
+        "--time-budget",
+        type=float,
+        default=DEMO_BUDGET_MINUTES,
+        metavar="MINUTES",
+        help="the most the whole run may take: after 20 steps the demo prints its expected time (the forecast, "
+        "at most this) and stops training early rather than miss it on a busy machine; 0: no budget (every "
+        "step trained, however long)",
+    )
     demo.add_argument("--overwrite", action="store_true", help="replace an existing output directory")
     demo.add_argument("--no-progress", action="store_true", help="hide progress bars")
 
     return {"demo": _cmd_demo}
 
 
-# measured wall clock of the default demo end to end on 2 CPU cores (README, 2026-11-23)
-DEMO_MINUTES_2_CORES = 4.6
+# the default --time-budget: the 800 steps on 2 free cores fit it; a busier machine stops training earlier
+DEMO_BUDGET_MINUTES = 5.0
+# the work after training (scoring the 500-sentence test split with beam 4, saving), in training steps of the
+# same run: 28 measured after 20 steps (an untrained model writes to the length limit; a trained one is faster)
+SCORING_STEPS_PER_500 = 30.0
 
 
 def translations_file_name(tgt_lang: str) -> str:
@@ -87,12 +103,12 @@ def translations_file_name(tgt_lang: str) -> str:
     return f"test.hyp.{tgt_lang}"
 
 
-def _expected_time(max_steps: int, train_size: int, test_size: int, threads: int) -> str:
-    """A rough forecast, scaled from the measured default run (training ∝ steps, scoring ∝ test sentences)."""
-    default = DEMO_DEFAULTS
-    share = 0.8 * max_steps / default["max_steps"] + 0.2 * test_size / default["test_size"]
-    minutes = DEMO_MINUTES_2_CORES * share * 2 / min(threads, 2) + 0.1 * train_size / default["train_size"]
-    return f"about {minutes:.1f} min" if minutes >= 1 else f"about {minutes * 60:.0f} s"
+def threads_line(changes: list[list[int]]) -> str:
+    """``2`` or ``2 (1 from step 45, 2 from step 300)``: the threads of a run whose threads followed the load."""
+    if len(changes) <= 1:
+        return str(changes[0][1]) if changes else "?"
+    shown = ", ".join(f"{n} from step {step}" for step, n in changes[1:6])
+    return f"{changes[0][1]} ({shown}{', ...' if len(changes) > 6 else ''})"
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
@@ -102,22 +118,38 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     from ..data.atomic import atomic_write
     from ..data.synthetic import SRC_LANG, TGT_LANG, demo_splits
     from ..training import TrainingOptions, staged_output_dir, train
+    from ..training.time_budget import WallClockBudget, format_duration, process_age
 
     base = {**DEMO_DEFAULTS, **(QUICK_DEMO if args.quick else {})}
     sizes = {
         name: getattr(args, f"{name}_size") or base[f"{name}_size"] for name in ("train", "valid", "test")
     }
     max_steps = args.max_steps or base["max_steps"]
+    if not args.time_budget >= 0:
+        raise ValueError(f"--time-budget {args.time_budget}: must be >= 0 (minutes; 0: no budget)")
     used = torch.get_num_threads()  # --threads / $OMP_NUM_THREADS / the free cores: set by cli.main
+    fixed = getattr(args, "threads_requested", None) is not None or bool(
+        os.environ.get("OMP_NUM_THREADS", "").strip()
+    )
     logger.info(
-        "expected time: %s with %d thread(s) (the default demo: %.1f min on 2 free cores; a busy machine is "
-        "slower; --threads / OMP_NUM_THREADS set the threads)",
-        _expected_time(max_steps, sizes["train"], sizes["test"], used),
+        "%s thread(s) (%s); the expected time follows after the first steps (%s)",
         used,
-        DEMO_MINUTES_2_CORES,
+        "fixed by --threads / OMP_NUM_THREADS" if fixed else "following the free cores while it runs",
+        f"at most {format_duration(args.time_budget * 60)}: --time-budget"
+        if args.time_budget
+        else "no budget",
     )
     logging.getLogger("sacrebleu").setLevel(logging.ERROR)  # the synthetic text is tokenized on purpose
-    start = time.time()
+    start = time.monotonic() - process_age()  # the promise counts from the command's start
+    budget = WallClockBudget(
+        start,
+        args.time_budget * 60 if args.time_budget else None,
+        after_training_steps=SCORING_STEPS_PER_500 * sizes["test"] / 500 * args.num_beams / 4,
+        usable_cores=usable_cores(),
+        max_threads=THREADS_CAP,
+        follow_load=not fixed,
+        calibration_steps=min(CALIBRATION_STEPS, max(1, max_steps // 4)),
+    )
     final = args.output_dir.expanduser().absolute()
     with staged_output_dir(final, overwrite=args.overwrite) as staging:
         logger.info("generating the synthetic corpus (%s -> %s): %s", SRC_LANG, TGT_LANG, sizes)
@@ -155,14 +187,31 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         )
         translations: dict[str, list[str]] = {}
         with contextlib.redirect_stdout(sys.stderr):  # Trainer logs to stderr; the summary to stdout
-            record = train(options, dict(DEMO_MODEL), staging_dir=staging, translations=translations)
+            record = train(
+                options, dict(DEMO_MODEL), staging_dir=staging, translations=translations, callbacks=[budget]
+            )
         hypotheses_name = translations_file_name(TGT_LANG)
         with atomic_write(staging / hypotheses_name) as handle:  # one line per test sentence, in order
             handle.writelines(" ".join(text.splitlines()) + "\n" for text in translations.get("test", []))
-    minutes, seconds = divmod(time.time() - start, 60)
+        # the threads beside the versions and the seed: what a user needs to tell why a score differs
+        record["threads"] = budget.summary()["threads"]
+        record["demo"] = budget.summary(total_s=time.monotonic() - start)
+        with atomic_write(staging / "metrics.json") as handle:
+            handle.write(json.dumps(record, indent=2, default=str) + "\n")
+    total = time.monotonic() - start
+    minutes, seconds = divmod(total, 60)
     _print_scores(record, f"\ndemo test split ({record['num_sentences']} sentences, beam {args.num_beams}):")
     print(
-        f"\ntrained {record['global_step']} steps; total time {int(minutes)} min {seconds:.0f} s\n"
+        f"\ntrained {record['global_step']} of {max_steps} steps"
+        + (
+            f" (stopped early to keep the expected time; all {max_steps} would take about "
+            f"{format_duration(budget.full_run_s)} here now: --time-budget {math.ceil(budget.full_run_s / 60)})"
+            if budget.stopped_at is not None and budget.full_run_s is not None
+            else ""
+        )
+        + f"; total time {int(minutes)} min {seconds:.0f} s"
+        + (f" (expected {format_duration(budget.promised_s)})" if budget.promised_s is not None else "")
+        + f"; threads {threads_line(budget.threads)}\n"
         f"saved to {final} (model, tokenizer, generation_config.json, metrics.json, data/)\n"
         f"test translations: {final / hypotheses_name} (one line per sentence of {final / 'data'}/test.{SRC_LANG})"
         "\n\n"
@@ -172,8 +221,8 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         f"  model = AutoModelForSeq2SeqLM.from_pretrained({str(final)!r})\n"
         f"  tokenizer = AutoTokenizer.from_pretrained({str(final)!r})\n"
         "without the package installed: AutoModelForSeq2SeqLM.from_pretrained(path, trust_remote_code=True); the\n"
-        "  tokenizer is a stock fast tokenizer: AutoTokenizer.from_pretrained(path, trust_remote_code=False) loads it\n"
-        "  running no custom code (without the flag Transformers asks about the model's code in config.json)\n"
+        "  tokenizer is a stock fast tokenizer: PreTrainedTokenizerFast.from_pretrained(path) loads it running no\n"
+        "  custom code\n"
         f"or from the shell: echo '{splits['test'][0][0]}' | deep-nmt translate {final}"
     )
     return 0

@@ -17,6 +17,7 @@ from .common import (
     _load_model,
     _print_scores,
 )
+from .model_checks import check_model_type
 
 
 def add_parsers(commands: Any) -> dict[str, Any]:
@@ -78,6 +79,7 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     model_dir = Path(args.model).expanduser()
     if not (model_dir / "config.json").is_file():
         raise FileNotFoundError(f"{args.model}: not a saved model directory (no config.json)")
+    check_model_type(model_dir)  # one line naming an unknown type, before Transformers could prompt on stdin
     src_lang, tgt_lang = args.src_lang, args.tgt_lang
     if src_lang is None or tgt_lang is None:
         metrics_path = model_dir / METRICS_FILE

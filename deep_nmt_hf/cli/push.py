@@ -57,7 +57,12 @@ def _cmd_push(args: argparse.Namespace) -> int:
     )
     print(prepared.listing())
     if url is None:
-        print(f"dry run: nothing uploaded; the folder for {args.repo_id} is {prepared.folder}")
+        where = f"the folder for {args.repo_id} is {prepared.folder}"
+        if args.staging_dir is None:  # a temporary folder kept for inspection: say so and how to remove it
+            where += (
+                f" (temporary: `rm -r {prepared.folder.parent}` removes it; --staging-dir DIR chooses it)"
+            )
+        print(f"dry run: nothing uploaded; {where}")
     else:
         print(f"uploaded to https://huggingface.co/{args.repo_id} ({url})")
     return 0

@@ -605,8 +605,10 @@ def prepare_upload(
         raise FileNotFoundError(
             f"{model_dir}: no tokenizer (tokenizer.json / tokenizer_config.json); save the tokenizer with the model"
         )
+    temporary_parent = None  # ours to remove when the preparation fails (nothing left behind in /tmp)
     if out_dir is None:
-        out_dir = Path(tempfile.mkdtemp(prefix="deep-nmt-push-")) / model_dir.absolute().name
+        temporary_parent = Path(tempfile.mkdtemp(prefix="deep-nmt-push-"))
+        out_dir = temporary_parent / model_dir.absolute().name
     out_dir = Path(out_dir).expanduser().absolute()
     if out_dir.exists():
         raise FileExistsError(f"{out_dir} exists already; choose a new directory for the upload folder")
@@ -654,6 +656,10 @@ def prepare_upload(
         card.save(build / "README.md")
         apply_umask_modes(build)  # safetensors / mkdtemp modes are 0600 / 0700 whatever the umask
         os.replace(build, out_dir)
+    except BaseException:
+        if temporary_parent is not None:
+            shutil.rmtree(temporary_parent, ignore_errors=True)
+        raise
     finally:
         shutil.rmtree(work, ignore_errors=True)
     files = {str(p.relative_to(out_dir)): p.stat().st_size for p in sorted(out_dir.rglob("*")) if p.is_file()}

@@ -6,6 +6,7 @@ import json
 import logging
 import os
 import shutil
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ from transformers import (
     AutoTokenizer,
     PreTrainedModel,
     PreTrainedTokenizerBase,
+    TrainerCallback,
     set_seed,
 )
 
@@ -47,6 +49,7 @@ def train(
     *,
     staging_dir: str | os.PathLike[str] | None = None,
     translations: dict[str, list[str]] | None = None,
+    callbacks: Sequence[TrainerCallback] = (),
 ) -> dict[str, Any]:
     """Train a model with `Seq2SeqTrainer`, save it into `options.output_dir` and return its metrics record.
 
@@ -57,7 +60,8 @@ def train(
 
     All inputs are checked before anything is written. With `staging_dir` the caller owns the staging
     directory (see `staged_output_dir`) and the final rename; otherwise `train` stages by itself. A
-    `translations` dict receives the final scoring's hypotheses, split -> one translation per sentence.
+    `translations` dict receives the final scoring's hypotheses, split -> one translation per sentence;
+    `callbacks` are added to the Trainer's (e.g. the demo's `time_budget.WallClockBudget`).
 
     Several processes (`accelerate launch`, torchrun: WORLD_SIZE > 1 in the environment): every rank checks
     the output directory; the main process reads the corpus, trains the tokenizer and tokenizes into the
@@ -111,15 +115,15 @@ def train(
 
     inputs = (config, model_class, tokenizer, train_set, valid_set, valid_split, test_set, report)
     if staging_dir is not None:
-        return _train_in(options, Path(staging_dir), *inputs, translations=translations)
+        return _train_in(options, Path(staging_dir), *inputs, translations=translations, callbacks=callbacks)
     if distributed is not None and not distributed.is_main_process:
         staging = _partial_dir(Path(options.output_dir).expanduser().absolute())
         distributed.wait_for_everyone()  # rank 0 has created (or cleaned) the staging dir
-        return _train_in(options, staging, *inputs, translations=translations)
+        return _train_in(options, staging, *inputs, translations=translations, callbacks=callbacks)
     with staged_output_dir(options.output_dir, overwrite=options.overwrite, resume=options.resume) as staging:
         if distributed is not None:
             distributed.wait_for_everyone()
-        return _train_in(options, staging, *inputs, translations=translations)
+        return _train_in(options, staging, *inputs, translations=translations, callbacks=callbacks)
 
 
 def set_generation_settings(model: PreTrainedModel, options: TrainingOptions) -> None:
@@ -158,6 +162,7 @@ def _train_in(
     test_set: datasets.Dataset | None,
     report: ReadReport | None = None,
     translations: dict[str, list[str]] | None = None,
+    callbacks: Sequence[TrainerCallback] = (),
 ) -> dict[str, Any]:
     resume_from = last_checkpoint(staging) if options.resume else None
     if resume_from is not None and config.residual_scaling == "admin":
@@ -176,7 +181,7 @@ def _train_in(
     )
     evaluate_during = eval_tokens is not None and options.eval_steps is not None
     args = training_arguments(options, staging, evaluate_during)
-    divergence, callbacks = training_callbacks(options, config, args)
+    divergence, own_callbacks = training_callbacks(options, config, args)
     trainer = DeepNMTTrainer(
         model=model,
         args=args,
@@ -185,7 +190,7 @@ def _train_in(
         processing_class=tokenizer,
         data_collator=training_collator(tokenizer, model),  # pads to a multiple of 8 on CUDA (loader.py)
         compute_metrics=make_compute_metrics(tokenizer, eval_refs) if evaluate_during else None,
-        callbacks=callbacks,
+        callbacks=[*own_callbacks, *callbacks],
         optimizer_cls_and_kwargs=optimizer_cls_and_kwargs(
             options.optimizer,
             options.learning_rate,

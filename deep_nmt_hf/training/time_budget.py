@@ -1,0 +1,202 @@
+"""A run that keeps its promised wall-clock time on a shared machine: threads that follow the load, and training
+that ends early when the promised time would otherwise be missed.
+
+torch's threads wait for each other at every operation, so a run with more threads than free cores collapses
+when another job takes a core (the demo measured 4-5 steps/s falling to 0.26 for six minutes: issue #59). The
+callback here re-reads the machine's load between steps and sets torch's threads to the free cores (the
+runnable tasks of other processes, from ``/proc``, are what it subtracts), then, once a few steps have measured
+the speed, promises a finishing time (the forecast, at most `budget_s`) and stops training when the steps left
+plus the work after training (final scoring, counted in training steps at the speed of the moment) would run
+past it: past the budget, or more than `SLACK` past a forecast under the budget (the promise is kept to ±30%;
+the slack spares a short run from stopping at every passing slowdown). What it did is in `summary()` (threads per step range, the promise, where training stopped).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import statistics
+import time
+from collections import deque
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+from transformers import TrainerCallback
+
+logger = logging.getLogger(__name__)
+
+SLACK = 0.15  # a forecast under the budget may be overrun by this share before training stops early
+
+
+def own_running_threads() -> int:
+    """Threads of this process that are runnable now (state R in /proc/self/task/*/stat); 1 where unknown."""
+    running = 0
+    try:
+        tasks = list(Path("/proc/self/task").iterdir())
+    except OSError:
+        return 1
+    for task in tasks:
+        try:
+            stat = (task / "stat").read_text()
+        except OSError:
+            continue
+        if stat[stat.rfind(")") + 2 : stat.rfind(")") + 3] == "R":
+            running += 1
+    return max(1, running)
+
+
+def others_running() -> float | None:
+    """Runnable tasks of other processes now: /proc/loadavg's running count less this process's own runnable
+    threads (its spinning OpenMP threads are not other jobs); None where /proc is unavailable."""
+    try:
+        total = int(Path("/proc/loadavg").read_text().split()[3].split("/")[0])
+    except (OSError, ValueError, IndexError):
+        return None
+    return float(max(0, total - own_running_threads()))
+
+
+def process_age() -> float:
+    """Seconds since this process started (its imports count towards a promised time); 0 where unknown."""
+    try:
+        start_ticks = int(Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[19])
+        uptime = float(Path("/proc/uptime").read_text().split()[0])
+        return max(0.0, uptime - start_ticks / os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
+def free_cores(usable: int, cap: int, others: float) -> int:
+    """The threads to run with: the usable cores less the other jobs' runnable tasks, 1 to `cap`."""
+    return max(1, min(cap, usable - round(others)))
+
+
+class WallClockBudget(TrainerCallback):
+    """Threads that follow the load, and a promised end time that training stops early to keep.
+
+    `start`: `time.monotonic()` when the run (data, tokenizer included) began; `budget_s`: the most the promise
+    may be (None: no budget, the forecast is printed and training never stops early); `after_training_steps`: the work left once training ends (scoring, saving) measured in training
+    steps; `usable_cores` / `max_threads`: the cores this process may use and the thread cap; `follow_load`:
+    adapt threads (off when the user fixed them with --threads / OMP_NUM_THREADS); `sample`: the other jobs'
+    runnable tasks (tests pass their own).
+    """
+
+    def __init__(
+        self,
+        start: float,
+        budget_s: float | None,
+        after_training_steps: float,
+        usable_cores: int,
+        max_threads: int,
+        follow_load: bool = True,
+        calibration_steps: int = 20,
+        check_every: int = 5,
+        sample: Callable[[], float | None] = others_running,
+        clock: Callable[[], float] = time.monotonic,
+        announce: Callable[[str], None] | None = None,
+    ) -> None:
+        self.start = start
+        self.budget_s = budget_s
+        self.after_training_steps = after_training_steps
+        self.usable_cores = usable_cores
+        self.max_threads = max_threads
+        self.follow_load = follow_load
+        self.calibration_steps = calibration_steps
+        self.check_every = check_every
+        self.sample = sample
+        self.clock = clock
+        self.announce = announce or (lambda line: logger.info("%s", line))
+        self.promised_s: float | None = None
+        self.stopped_at: int | None = None
+        self.full_run_s: float | None = None  # at the stop: what all the steps would have taken at that speed
+        self.training_ended_s: float | None = None
+        self.threads: list[list[int]] = []  # [first step, threads] per change
+        self._samples: list[float] = []
+        self._times: deque[tuple[int, float]] = deque(maxlen=calibration_steps + 1)
+
+    def seconds_per_step(self) -> float | None:
+        """The recent speed: the mean step time over the last `calibration_steps` steps."""
+        if len(self._times) < 2:
+            return None
+        (first_step, first_time), (last_step, last_time) = self._times[0], self._times[-1]
+        return (last_time - first_time) / max(1, last_step - first_step)
+
+    def _set_threads(self, step: int, threads: int) -> None:
+        if self.threads and self.threads[-1][1] == threads:
+            return
+        torch.set_num_threads(threads)
+        self.threads.append([step, threads])
+
+    def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        self.threads = [[state.global_step, torch.get_num_threads()]]
+        self._times.append((state.global_step, self.clock()))
+
+    def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        step, now = state.global_step, self.clock()
+        self._times.append((step, now))
+        if self.follow_load:
+            others = self.sample()
+            if others is not None:
+                self._samples.append(others)
+            if step % self.check_every == 0 and self._samples:
+                others = statistics.median(self._samples)
+                self._samples.clear()
+                self._set_threads(step, free_cores(self.usable_cores, self.max_threads, others))
+        per_step = self.seconds_per_step()
+        if per_step is None:
+            return
+        elapsed = now - self.start
+        if self.promised_s is None:
+            if step < self.calibration_steps:
+                return
+            forecast = elapsed + (state.max_steps - step + self.after_training_steps) * per_step
+            budget = math.inf if self.budget_s is None else self.budget_s
+            self.promised_s = min(forecast, budget)
+            capped = " (the time budget: training stops early to keep it)" if forecast > budget else ""
+            self.announce(
+                f"expected time: about {format_duration(self.promised_s)} in all{capped}; measured "
+                f"{1 / per_step:.1f} steps/s with {torch.get_num_threads()} thread(s) after {step} steps"
+            )
+        if self.budget_s is None or step >= state.max_steps:
+            return
+        deadline = min(self.budget_s, self.promised_s * (1 + SLACK))
+        if elapsed + (1 + self.after_training_steps) * per_step > deadline:
+            self.stopped_at = step
+            self.full_run_s = elapsed + (state.max_steps - step + self.after_training_steps) * per_step
+            control.should_training_stop = True
+            self.announce(
+                f"stopping training at step {step} of {state.max_steps} to keep the expected time "
+                f"({format_duration(self.promised_s)}; the machine is busier than when it was forecast)"
+            )
+
+    def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        self.training_ended_s = self.clock() - self.start
+
+    def summary(self, total_s: float | None = None) -> dict[str, Any]:
+        """What the run did, for metrics.json."""
+        return {
+            "cores_usable": self.usable_cores,
+            "threads": [{"from_step": step, "threads": n} for step, n in self.threads],
+            "threads_follow_load": self.follow_load,
+            "budget_s": None if self.budget_s is None else round(self.budget_s, 1),
+            "promised_s": None if self.promised_s is None else round(self.promised_s, 1),
+            "training_s": None if self.training_ended_s is None else round(self.training_ended_s, 1),
+            "total_s": None if total_s is None else round(total_s, 1),
+            "stopped_early_at_step": self.stopped_at,
+            "all_steps_would_take_s": None if self.full_run_s is None else round(self.full_run_s, 1),
+            "load_average": [round(value, 2) for value in _loadavg()],
+        }
+
+
+def _loadavg() -> tuple[float, ...]:
+    try:
+        return os.getloadavg()
+    except (AttributeError, OSError):
+        return ()
+
+
+def format_duration(seconds: float) -> str:
+    """``4.6 min`` from a minute up, else ``40 s``."""
+    return f"{seconds / 60:.1f} min" if seconds >= 60 else f"{seconds:.0f} s"

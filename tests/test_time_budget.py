@@ -1,0 +1,140 @@
+"""The demo's wall-clock promise (issue #59, item 2): threads that follow the load, an expected time printed once
+the speed is measured (at most the budget), and training that stops early to keep it."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from deep_nmt_hf.training.time_budget import (
+    WallClockBudget,
+    free_cores,
+    others_running,
+    process_age,
+)
+
+
+class Clock:
+    """A fake monotonic clock: every training step takes `seconds_per_step`."""
+
+    def __init__(self, start: float = 0.0) -> None:
+        self.now = start
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def run(
+    budget: WallClockBudget, clock: Clock, max_steps: int, seconds: list[float] | float
+) -> SimpleNamespace:
+    """Drive the callback like the Trainer: begin, then one on_step_end per step until it asks to stop."""
+    state = SimpleNamespace(global_step=0, max_steps=max_steps)
+    control = SimpleNamespace(should_training_stop=False)
+    budget.on_train_begin(None, state, control)
+    while state.global_step < max_steps and not control.should_training_stop:
+        step_time = seconds if isinstance(seconds, float) else seconds[state.global_step]
+        clock.now += step_time
+        state.global_step += 1
+        budget.on_step_end(None, state, control)
+    budget.on_train_end(None, state, control)
+    return state
+
+
+@pytest.fixture(autouse=True)
+def _keep_threads():
+    threads = torch.get_num_threads()
+    yield
+    torch.set_num_threads(threads)
+
+
+def _budget(clock: Clock, budget_s: float, after: float, **kwargs) -> tuple[WallClockBudget, list[str]]:
+    said: list[str] = []
+    callback = WallClockBudget(
+        0.0,
+        budget_s,
+        after_training_steps=after,
+        usable_cores=2,
+        max_threads=4,
+        follow_load=kwargs.pop("follow_load", False),
+        calibration_steps=20,
+        clock=clock,
+        announce=said.append,
+        **kwargs,
+    )
+    return callback, said
+
+
+def test_a_run_that_fits_promises_its_forecast_and_trains_every_step() -> None:
+    clock = Clock()
+    budget, said = _budget(clock, budget_s=300.0, after=5.0)
+    state = run(budget, clock, max_steps=30, seconds=1.0)
+    assert state.global_step == 30 and budget.stopped_at is None
+    assert budget.promised_s == pytest.approx(20 + (30 - 20 + 5) * 1.0)  # elapsed + steps left + scoring
+    assert said[0].startswith("expected time: about 35 s in all;") and "1.0 steps/s" in said[0]
+
+
+def test_a_busy_machine_stops_training_early_to_keep_the_budget() -> None:
+    clock = Clock()
+    budget, said = _budget(clock, budget_s=60.0, after=10.0)
+    # the forecast at 1 s/step is 20 + 90 = 110 s: the promise is the budget, 60 s
+    state = run(budget, clock, max_steps=100, seconds=1.0)
+    assert budget.promised_s == 60.0 and "the time budget" in said[0]
+    assert budget.stopped_at == state.global_step == 50  # 50 s trained + 10 s of scoring = the 60 promised
+    assert clock.now + budget.after_training_steps * 1.0 <= budget.promised_s
+    assert budget.full_run_s == pytest.approx(50 + (100 - 50 + 10))  # what --time-budget would need
+    assert any("stopping training at step 50 of 100" in line for line in said)
+
+
+def test_a_slowdown_after_the_forecast_is_absorbed_by_stopping_earlier() -> None:
+    """The load arrives after the promise (the case of issue #59: 4-5 steps/s, then a core taken): the run still
+    ends by the promised time, at the speed it then has."""
+    clock = Clock()
+    budget, _ = _budget(clock, budget_s=600.0, after=10.0)
+    seconds = [0.25] * 20 + [2.0] * 780
+    state = run(budget, clock, max_steps=800, seconds=seconds)
+    promised = 20 * 0.25 + (800 - 20 + 10) * 0.25  # forecast on the fast steps, under the budget
+    assert budget.promised_s == pytest.approx(promised)
+    assert budget.stopped_at == state.global_step < 800
+    finish = clock.now + budget.after_training_steps * budget.seconds_per_step()
+    assert (
+        promised < finish <= 1.3 * promised
+    )  # a forecast under the budget may be overrun by SLACK, not more
+
+
+def test_without_a_budget_every_step_is_trained_and_the_forecast_still_printed() -> None:
+    clock = Clock()
+    budget, said = _budget(clock, budget_s=None, after=10.0)
+    state = run(budget, clock, max_steps=100, seconds=[0.25] * 20 + [2.0] * 80)
+    assert state.global_step == 100 and budget.stopped_at is None
+    assert said[0].startswith("expected time: about") and budget.summary()["budget_s"] is None
+
+
+def test_threads_follow_the_load_while_it_runs() -> None:
+    load = iter([0.0] * 5 + [1.0] * 5 + [3.0] * 5 + [0.0] * 5)
+    clock = Clock()
+    torch.set_num_threads(2)
+    budget, _ = _budget(clock, budget_s=600.0, after=1.0, follow_load=True, sample=lambda: next(load))
+    run(budget, clock, max_steps=20, seconds=0.1)
+    assert [n for _, n in budget.threads] == [2, 1, 2]  # 2 free cores, 1 when another job runs, 2 again
+    assert budget.threads == [[0, 2], [10, 1], [20, 2]]
+    assert budget.summary()["threads"][1] == {"from_step": 10, "threads": 1}
+
+
+def test_fixed_threads_stay_fixed() -> None:
+    clock = Clock()
+    torch.set_num_threads(1)
+    budget, _ = _budget(clock, budget_s=600.0, after=1.0, follow_load=False, sample=lambda: 0.0)
+    run(budget, clock, max_steps=20, seconds=0.1)
+    assert budget.threads == [[0, 1]] and torch.get_num_threads() == 1
+
+
+def test_free_cores_and_the_probes() -> None:
+    assert free_cores(usable=2, cap=4, others=0.0) == 2
+    assert free_cores(usable=2, cap=4, others=0.6) == 1
+    assert free_cores(usable=2, cap=4, others=7.0) == 1  # never below one thread
+    assert free_cores(usable=8, cap=4, others=1.0) == 4  # never above the cap
+    others = others_running()
+    assert others is None or others >= 0.0
+    assert process_age() > 0.0  # this process started before this line
