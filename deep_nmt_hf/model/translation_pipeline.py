@@ -43,7 +43,16 @@ class TranslationPipeline(Pipeline):
             raise ValueError(
                 f"the translation pipeline takes strings (or lists of strings), got {type(text).__name__}"
             )
-        return self.tokenizer(text, truncation=truncation, max_length=max_length, return_tensors="pt")
+        inputs = self.tokenizer(text, truncation=truncation, max_length=max_length, return_tensors="pt")
+        # a converted fairseq tokenizer keeps the BPE pieces its dictionary lacks past the model's vocabulary
+        # (publish/fairseq_tokenizer.py): fairseq reads each as <unk>, and so does the model here
+        vocab_size, unk = (
+            getattr(self.model.config, "vocab_size", None),
+            getattr(self.model.config, "unk_token_id", None),
+        )
+        if isinstance(vocab_size, int) and isinstance(unk, int) and len(self.tokenizer) > vocab_size:
+            inputs["input_ids"] = inputs["input_ids"].masked_fill(inputs["input_ids"] >= vocab_size, unk)
+        return inputs
 
     def _forward(self, model_inputs: dict, **generate_kwargs: Any) -> dict:
         return {"output_ids": self.model.generate(**model_inputs, **generate_kwargs)}
