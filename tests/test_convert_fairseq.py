@@ -212,3 +212,20 @@ def test_pickled_objects_need_trust(tmp_path: Path) -> None:
     with pytest.raises(ConversionError, match="--trust-pickle"):
         convert_fairseq(tmp_path / "model.pt", tmp_path / "out")
     assert convert_fairseq(tmp_path / "model.pt", tmp_path / "out", trust_pickle=True).is_dir()
+
+
+@pytest.mark.parametrize(
+    ("name", "reason"),
+    [
+        ("postln_shared_args", "position_embedding='fairseq_sinusoidal'"),
+        ("postln_untied_learned_cfg", "layernorm_embedding=True"),
+        ("admin_args", "admin_first_omega=True"),
+    ],
+)
+def test_fold_refuses_what_no_stock_class_keeps_exact(
+    name: str, reason: str, converted: dict[str, Path], tmp_path: Path, capsys
+) -> None:
+    """Marian / Pegasus rebuild their own sinusoidal table from row 0 on load: a fairseq model does not fold."""
+    out = tmp_path / "folded"
+    code, err = run_cli(["fold", str(converted[name]), str(out)], capsys)
+    assert_refused(code, err, out, reason)

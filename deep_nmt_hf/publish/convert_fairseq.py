@@ -1,41 +1,46 @@
 """`deep-nmt convert fairseq`: a fairseq Transformer checkpoint (and its deep forks' layouts) as one of our models.
 
-What is read, and from where in the authors' code (fairseq 0.12.x as `fairseq-fixed` 0.12.3.1 installs it; line
-numbers of that release):
+What is read, and where the authors' code defines it (fairseq 0.12.3.1 as `fairseq-fixed` installs it, paths under
+fairseq/, line numbers of that release):
 
-* the checkpoint: `args` (an argparse.Namespace, fairseq ≤ 0.9 and models trained with legacy flags) or `cfg`
-  (fairseq ≥ 0.10: `cfg["model"]` a Namespace or a dict, flat or nested as `TransformerConfig`'s `encoder.*` /
-  `decoder.*`), and `model`, the state dict (fairseq/checkpoint_utils.py, `load_checkpoint_to_cpu`);
-* the weights (fairseq/models/transformer/transformer_encoder.py, transformer_decoder.py,
-  fairseq/modules/transformer_layer.py, multihead_attention.py): `{encoder,decoder}.embed_tokens`,
-  `embed_positions` (a learned table, or `_float_tensor` only for the sinusoidal one),
-  `layernorm_embedding`, `layers.N.self_attn.{q,k,v,out}_proj` (or the older fused `in_proj_weight`, split in
-  q, k, v order as `MultiheadAttention.upgrade_state_dict_named` does), `self_attn_layer_norm`,
-  `encoder_attn(_layer_norm)`, `fc1`, `fc2`, `final_layer_norm` (or the older `layer_norms.0/1/2`, as
-  `TransformerEncoderLayer.upgrade_state_dict_named` renames them), `layer_norm` (the final LayerNorm of a
-  `normalize_before` stack), `decoder.output_projection` (or `decoder.embed_out`) when the output is untied;
-* positions (fairseq/modules/sinusoidal_positional_embedding.py `get_embedding`; fairseq/utils.py
-  `make_positions`): rows from `padding_idx + 1` (our `position_offset`), fairseq's own sinusoidal frequencies
-  (our `position_embedding="fairseq_sinusoidal"`, model/positions.py);
-* the embedding scale sqrt(d) unless `no_scale_embedding`; `layernorm_embedding` (our field of that name);
-* the dictionaries (fairseq/data/dictionary.py): `<s>`=0, `<pad>`=1, `</s>`=2, `<unk>`=3, then one symbol per
-  line of `dict.LANG.txt` (`symbol count [#fairseq:overwrite]`), in file order.
+* the checkpoint: `args` (an argparse.Namespace: fairseq ≤ 0.9, and the forks) or `cfg` (fairseq ≥ 0.10:
+  trainer.py:404 saves `OmegaConf.to_container(cfg)`; `cfg["model"]` a Namespace or a dict, flat or nested as
+  TransformerConfig's `encoder.*` / `decoder.*`), and `model`, the state dict;
+* the weights (models/transformer/transformer_encoder.py, transformer_decoder.py, modules/transformer_layer.py,
+  modules/multihead_attention.py): `{encoder,decoder}.embed_tokens`, `embed_positions` (a learned table, or only
+  `_float_tensor` for the sinusoidal one), `layernorm_embedding`, `layers.N.self_attn.{q,k,v,out}_proj` (or the
+  older fused `in_proj_weight`, split q, k, v as multihead_attention.py:886 upgrades it), `self_attn_layer_norm`,
+  `encoder_attn(_layer_norm)`, `fc1`, `fc2`, `final_layer_norm` (or the older `layer_norms.0/1(/2)`, renamed as
+  transformer_layer.py:151-158 does), `layer_norm` (the final LayerNorm of a `normalize_before` stack),
+  `decoder.output_projection` (or the older `decoder.embed_out`) when the output projection is untied;
+* positions: modules/sinusoidal_positional_embedding.py:43-52 (`get_embedding`, frequencies over `half_dim - 1`:
+  our `position_embedding="fairseq_sinusoidal"`, model/positions.py) and utils.py:256-266 (`make_positions`:
+  positions start at `padding_idx + 1`: our `position_offset`);
+* transformer_encoder.py:119-129 (`forward_embedding`): embeddings × sqrt(d) unless `no_scale_embedding`, plus
+  positions, then `layernorm_embedding` (our field of that name), then dropout; the decoder alike;
+* the dictionaries (data/dictionary.py): `<s>`=0, `<pad>`=1, `</s>`=2, `<unk>`=3, then one symbol per line of
+  `dict.LANG.txt` (`symbol count [#fairseq:overwrite]`), in file order;
+* generation (sequence_generator.py): `<pad>` never chosen (line 377), no `</s>` before `min_len` = 1 (line 395),
+  the decoder starts from `</s>`: `fairseq_generation_config`.
 
-The deep forks (each layout from its authors' code):
+The deep forks, each from its authors' code:
 
-* ADMIN, Transformer-Clinic (LiyuanLucasLiu/Transformer-Clinic, fairseq/fairseq/modules/transformer_layer.py:
-  `attention_ratio_change` / `fc_ratio_change` of an encoder layer, lines 57-58; `self_ratio_change` /
-  `encoder_ratio_change` / `fc_ratio_change` of a decoder layer, lines ~326-328; used as
-  `x + residual * ratio_change` before the post-LN LayerNorm, lines 158 and 385): a per-dimension ω on EVERY
-  sublayer, the first included (our `admin_first_omega=True`);
-* DeepNorm (torchscale, torchscale/architecture/encoder.py and decoder.py: `alpha` = 0.81 (N⁴M)^(1/16) in an
-  encoder-decoder encoder, (3M)^(1/4) in its decoder, `residual_connection` = `residual * alpha + x`): no weights
-  of its own, so the layout is the plain post-LN one plus `args.deepnorm` or `--fork deepnorm`;
-* DLCL, wangqiangneu/dlcl (fairseq/modules/dlcl.py, `DynamicLinearCombination`: `history.weight` of shape
-  (L+1, L+1, 1) for `weight_type='scalar'`, `history.layer_norms.1..L` with entry 0 an identity, lines 38-45;
-  fairseq/modules/layer_history.py, `LearnableDenseLayerHistory`: weight (L+1, L+1), `layer_norms.0..L-1`):
-  pre-norm `Σ W[l,k] LN_k(y_k)` and post-norm `LN_l(Σ W[l,k] y_k)`, our LayerAggregation with window -1 (dlcl
-  applies no window mask to the weights it reads, so every lower-triangle entry is copied).
+* ADMIN as Transformer-Clinic stores it (LiyuanLucasLiu/Transformer-Clinic @70f72b7,
+  fairseq/fairseq/modules/transformer_layer.py): encoder layers hold `attention_ratio_change`, `fc_ratio_change`
+  (lines 60-61, 70-77), decoder layers `self_ratio_change`, `encoder_ratio_change`, `fc_ratio_change` (lines
+  382-407), each a per-dimension vector used as `x + residual * ratio_change` before the post-LN LayerNorm
+  (lines 196, 261; 571, 620, 654) — on EVERY sublayer, the first included (our `admin_first_omega=True`);
+* DeepNorm as torchscale computes it (microsoft/torchscale @4d1e0e8, torchscale/architecture/encoder.py:80-87,
+  decoder.py:91, `residual_connection` = `residual * alpha + x` at encoder.py:113-114): α = 0.81 (N⁴M)^(1/16) in the
+  encoder and (3M)^(1/4) in the decoder of an encoder-decoder model, our `residual_scaling="deepnorm"`. It has no
+  weights of its own: the plain post-LN layout plus `args.deepnorm` or `--fork deepnorm`;
+* DLCL as wangqiangneu/dlcl stores it (@c632ee2): fairseq/modules/dlcl.py `DynamicLinearCombination` — `weight`
+  (L+1, L+1, 1) for `weight_type='scalar'` (line 72), `layer_norms` with entry 0 an identity (line 45), pre-norm
+  `push` normalising y_k (line 133), post-norm `pop` normalising the sum (line 166); wired in by
+  fairseq/models/dlcl_transformer.py:165-184 (push the embeddings, pop → layer → push per layer, a final pop, then
+  the stack's LayerNorm when pre-norm); the older fairseq/modules/layer_history.py (weight (L+1, L+1) at line 45,
+  `layer_norms.0..L-1` at line 27) is read too. Ours: LayerAggregation with window -1 (dlcl reads every
+  lower-triangle entry of its weight, window or not, so all of them are copied).
 
 Everything else (adaptive softmax, cross-self-attention, NormFormer's extra scales, different encoder and decoder
 widths, mixed pre-/post-LN, a pre-norm decoder without its final LayerNorm, DLCL's softmax-normalised or vector

@@ -90,10 +90,31 @@ def check_foldable(config) -> None:
             " the stock pre-LN class, has one embedding for encoder and decoder; MarianMTModel, which can hold two,"
             " is post-LN)"
         )
+    problems += _converted_model_problems(config)
     if config.layer_norm_eps != STOCK_LAYER_NORM_EPS:
         problems.append(f"layer_norm_eps={config.layer_norm_eps} (stock classes use {STOCK_LAYER_NORM_EPS})")
     if problems:
         raise NotFoldableError("cannot fold into a stock Transformers class: " + "; ".join(problems))
+
+
+def _converted_model_problems(config) -> list[str]:
+    """What a model converted from fairseq (publish/convert_fairseq.py) may hold that the stock classes we fold
+    into cannot: Marian and Pegasus rebuild their own sinusoidal table from row 0 on load, have no embedding
+    LayerNorm, and no ω before the first sublayer (it would scale the positions too)."""
+    problems = []
+    kind = getattr(config, "position_embedding", "sinusoidal")
+    if kind != "sinusoidal":
+        problems.append(
+            f"position_embedding={kind!r} (fairseq's positions, from row {getattr(config, 'position_offset', 0)};"
+            " MarianMTModel / PegasusForConditionalGeneration rebuild their own table from row 0 on load)"
+        )
+    if getattr(config, "layernorm_embedding", False):
+        problems.append("layernorm_embedding=True (Marian and Pegasus have no LayerNorm over the embeddings)")
+    if getattr(config, "admin_first_omega", False):
+        problems.append(
+            "admin_first_omega=True (a trained ω before the first sublayer has no stock equivalent)"
+        )
+    return problems
 
 
 def _is_shared(config) -> bool:
