@@ -131,6 +131,12 @@ def test_tokenizer_and_pipeline_reproduce_fairseq_on_raw_text(converted: dict[st
     for sentence, expected in zip(text["sentences"], text["translations"], strict=True):
         got = translate(sentence, num_beams=1, max_new_tokens=MAX_LEN_B)[0]["translation_text"]
         assert got == expected
+    # `deep-nmt translate`'s batch path too (its last sentence holds a piece only fairseq's <unk> covers)
+    from deep_nmt_hf.training.translation import translate as translate_batch
+
+    model = DeepNMTForConditionalGeneration.from_pretrained(converted["postln_shared_args"])
+    got = translate_batch(model, tokenizer, text["sentences"], num_beams=1, max_new_tokens=MAX_LEN_B)
+    assert got == text["translations"]
 
 
 # ------------------------------------------------------------------------------------------------ bad input

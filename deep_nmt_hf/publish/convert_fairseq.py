@@ -653,7 +653,8 @@ def _tied_or_derived(config: Any) -> set[str]:
 def fairseq_generation_config(config: Any) -> Any:
     """fairseq-generate's defaults as a GenerationConfig: beam 5, length penalty 1 (score / length, the length
     counting </s>), at least one token before </s> (`--min-len 1`), <pad> never generated
-    (fairseq/sequence_generator.py bans it every step); max_len_a=0, max_len_b=200."""
+    (fairseq/sequence_generator.py bans it every step); max_len_a=0, max_len_b=200 (`max_length` counts the
+    decoder start too), within the model's positions."""
     from transformers import GenerationConfig
 
     return GenerationConfig(
@@ -663,7 +664,7 @@ def fairseq_generation_config(config: Any) -> Any:
         pad_token_id=config.pad_token_id,
         num_beams=5,
         length_penalty=1.0,
-        max_new_tokens=200,
+        max_length=min(200 + 1, config.max_position_embeddings),
         min_new_tokens=1,
         suppress_tokens=[config.pad_token_id],
     )
