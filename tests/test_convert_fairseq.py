@@ -223,7 +223,7 @@ def test_pickled_objects_need_trust(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("name", "reason"),
     [
-        ("postln_shared_args", "position_embedding='fairseq_sinusoidal'"),
+        ("preln_tied_cfg", "position_embedding='fairseq_sinusoidal' with layer_norm_position='pre'"),
         ("postln_untied_learned_cfg", "layernorm_embedding=True"),
         ("admin_args", "admin_first_omega=True"),
     ],
@@ -235,3 +235,44 @@ def test_fold_refuses_what_no_stock_class_keeps_exact(
     out = tmp_path / "folded"
     code, err = run_cli(["fold", str(converted[name]), str(out)], capsys)
     assert_refused(code, err, out, reason)
+
+
+@pytest.mark.parametrize("name", ["postln_shared_args", "deepnorm_args"])
+def test_fold_into_fsmt_keeps_fairseq_scores(name: str, converted: dict[str, Path], tmp_path: Path) -> None:
+    """Post-LN with fairseq's positions folds into FSMTForConditionalGeneration, which holds fairseq's table: the
+    folded folder loads with plain AutoModelForSeq2SeqLM and still scores as fairseq."""
+    from transformers import AutoModelForSeq2SeqLM, FSMTForConditionalGeneration, pipeline
+
+    assert main(["fold", str(converted[name]), str(tmp_path / "fsmt")]) == 0
+    stock = AutoModelForSeq2SeqLM.from_pretrained(tmp_path / "fsmt").eval()
+    assert isinstance(stock, FSMTForConditionalGeneration)
+    check_against_fairseq(stock, reference(name))
+    if name == "postln_shared_args":
+        text = reference(name)["text"]
+        translate = pipeline("translation", model=str(tmp_path / "fsmt"))
+        got = [
+            translate(s, num_beams=1, max_new_tokens=MAX_LEN_B)[0]["translation_text"]
+            for s in text["sentences"]
+        ]
+        assert got == text["translations"]
+
+
+def test_converted_model_loads_as_remote_code_without_the_package(
+    converted: dict[str, Path], tmp_path: Path
+) -> None:
+    """The new position table ships in the folder (model/positions.py): trust_remote_code alone scores as fairseq."""
+    from fresh_process import run_without_package
+
+    shutil.copytree(converted["postln_untied_learned_cfg"], tmp_path / "model")
+    ref = reference("postln_untied_learned_cfg")
+    code = f"""
+    import json, torch
+    from transformers import AutoModelForSeq2SeqLM
+    model = AutoModelForSeq2SeqLM.from_pretrained("model", trust_remote_code=True).eval()
+    source, target = {ref["sources"][0]}, {ref["targets"][0]}
+    with torch.no_grad():
+        logits = model(input_ids=torch.tensor([source]), decoder_input_ids=torch.tensor([[2] + target[:-1]])).logits
+    print(json.dumps(torch.log_softmax(logits[0], -1).tolist()))
+    """
+    ours = torch.tensor(run_without_package(code, tmp_path))
+    torch.testing.assert_close(ours, torch.tensor(ref["logprobs"][0]), atol=TOLERANCE, rtol=0)

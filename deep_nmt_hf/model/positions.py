@@ -60,7 +60,7 @@ class OffsetPositions(nn.Module):
     @torch.no_grad()
     def reset(self) -> None:
         """Rebuild the sinusoidal table (from_pretrained materialises non-persistent buffers empty); a fresh
-        learned table starts N(0, d^-1/2), as fairseq's."""
+        learned table starts N(0, d^-1/2), as fairseq's (`init` leaves a loaded one as it is)."""
         if self.kind == "learned":
             init.normal_(self.weight, mean=0.0, std=self.dim**-0.5)
         else:

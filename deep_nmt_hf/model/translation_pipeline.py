@@ -46,10 +46,11 @@ class TranslationPipeline(Pipeline):
         inputs = self.tokenizer(text, truncation=truncation, max_length=max_length, return_tensors="pt")
         # a converted fairseq tokenizer keeps the BPE pieces its dictionary lacks past the model's vocabulary
         # (publish/fairseq_tokenizer.py): fairseq reads each as <unk>, and so does the model here
-        vocab_size, unk = (
-            getattr(self.model.config, "vocab_size", None),
-            getattr(self.model.config, "unk_token_id", None),
-        )
+        config = self.model.config
+        vocab_size = getattr(config, "vocab_size", None) or getattr(
+            config, "src_vocab_size", None
+        )  # FSMT's name
+        unk = self.tokenizer.unk_token_id
         if isinstance(vocab_size, int) and isinstance(unk, int) and len(self.tokenizer) > vocab_size:
             inputs["input_ids"] = inputs["input_ids"].masked_fill(inputs["input_ids"] >= vocab_size, unk)
         return inputs

@@ -534,7 +534,9 @@ def convert_state(checkpoint: Checkpoint, config: Any) -> dict[str, torch.Tensor
                     ours[f"{mine}.{sublayer}.residual_scale.omega"] = state[key].reshape(-1)
         if layout[f"{side}_dlcl"]:
             put(f"{base}.aggregation", _history(state, side, layout[f"{side}_layers"]))
-    ignored = ("version", "_float_tensor")  # fairseq's bookkeeping, the sinusoidal table's placeholder
+    # fairseq's bookkeeping, the sinusoidal table's placeholder, and the sinusoidal table itself as fairseq ≤ 0.6
+    # saved it (recomputed here: fairseq's own upgrade_state_dict deletes it too)
+    ignored = ("version", "_float_tensor", "embed_positions.weights")
     left = sorted(k for k in state if k not in state.used and not k.endswith(ignored))
     if left:
         raise ConversionError(
