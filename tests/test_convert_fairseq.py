@@ -276,3 +276,27 @@ def test_converted_model_loads_as_remote_code_without_the_package(
     """
     ours = torch.tensor(run_without_package(code, tmp_path))
     torch.testing.assert_close(ours, torch.tensor(ref["logprobs"][0]), atol=TOLERANCE, rtol=0)
+
+
+def test_dlcl_layer_history_layout_is_read(tmp_path: Path) -> None:
+    """dlcl's older LearnableDenseLayerHistory (fairseq/modules/layer_history.py): weight (L+1, L+1) and LayerNorms
+    0..L-1 for y_1..y_L, rewritten here from the dlcl.py fixture (weight (L+1, L+1, 1), LayerNorms 1..L): the same
+    function, so fairseq's numbers still hold."""
+    import argparse
+    import re
+
+    with torch.serialization.safe_globals([argparse.Namespace]):
+        raw = torch.load(FIXTURES / "dlcl_pre_args.pt", weights_only=True)
+    state = {}
+    for key, value in raw["model"].items():
+        if key.endswith("history.weight"):
+            value = value[:, :, 0]
+        match = re.match(r"(.*history\.layer_norms\.)(\d+)(\..*)", key)
+        state[f"{match[1]}{int(match[2]) - 1}{match[3]}" if match else key] = value
+    raw["model"] = state
+    torch.save(raw, tmp_path / "model.pt")
+    for name in ("dict.src.txt", "dict.tgt.txt"):
+        shutil.copy(FIXTURES / name, tmp_path / name)
+    model, _, provenance = fairseq_model(tmp_path / "model.pt")
+    assert provenance["layout"]["fork"] == "dlcl"
+    check_against_fairseq(model, reference("dlcl_pre_args"))
