@@ -300,3 +300,16 @@ def test_dlcl_layer_history_layout_is_read(tmp_path: Path) -> None:
     model, _, provenance = fairseq_model(tmp_path / "model.pt")
     assert provenance["layout"]["fork"] == "dlcl"
     check_against_fairseq(model, reference("dlcl_pre_args"))
+
+
+def test_dictionary_is_read_as_fairseq_reads_it(tmp_path: Path) -> None:
+    """fairseq's add_from_file: specials first, file order, `#fairseq:overwrite` gives a known symbol a new id too
+    (fairseq 0.12.3.1's Dictionary.load of this file gives exactly this list), a plain duplicate is an error."""
+    from deep_nmt_hf.publish.convert_fairseq import read_dictionary
+
+    path = tmp_path / "dict.txt"
+    path.write_text("b 5\n<unk> 3 #fairseq:overwrite\na 2\nmadeupword0000 0 #fairseq:overwrite\n")
+    assert read_dictionary(path) == ["<s>", "<pad>", "</s>", "<unk>", "b", "<unk>", "a", "madeupword0000"]
+    path.write_text("b 5\nb 2\n")
+    with pytest.raises(ConversionError, match="'b' is listed twice"):
+        read_dictionary(path)

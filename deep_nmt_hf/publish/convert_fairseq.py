@@ -188,25 +188,33 @@ def _options(raw: Mapping, path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
 
 
 def read_dictionary(path: Path) -> list[str]:
-    """The symbols of a fairseq dictionary in id order: the four specials, then one per line of the file."""
+    """The symbols of a fairseq dictionary in id order: the four specials, then one per line of the file, as
+    fairseq/data/dictionary.py `add_from_file` / `add_symbol` read it (a symbol seen before is an error, unless its
+    line ends in `#fairseq:overwrite`: then it gets a new id too, and the text maps to that later one)."""
     if not path.is_file():
         raise ConversionError(f"dictionary {path} does not exist (give --source-dict / --target-dict)")
     symbols = list(SPECIALS)
+    seen = set(symbols)
     for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip():
+        line = line.rstrip()
+        if not line:
             continue
-        parts = line.rstrip().rsplit(" ", 2) if line.rstrip().endswith("#fairseq:overwrite") else None
-        if parts:
-            symbols.append(parts[0])
-            continue
-        fields = line.rstrip().rsplit(" ", 1)
+        overwrite = line.endswith(" #fairseq:overwrite")
+        if overwrite:
+            line = line[: -len(" #fairseq:overwrite")]
+        fields = line.rsplit(" ", 1)
         if len(fields) != 2 or not fields[1].lstrip("-").isdigit():
             raise ConversionError(
                 f"{path}:{number} is not a fairseq dictionary line ('SYMBOL COUNT'): {line!r}"
             )
-        if fields[0] in symbols[:4]:
-            continue  # a dictionary that lists the specials itself keeps their ids
-        symbols.append(fields[0])
+        symbol = fields[0]
+        if symbol in seen and not overwrite:
+            raise ConversionError(
+                f"{path}:{number}: {symbol!r} is listed twice (fairseq refuses it too, unless the line ends in "
+                "#fairseq:overwrite)"
+            )
+        seen.add(symbol)
+        symbols.append(symbol)
     return symbols
 
 

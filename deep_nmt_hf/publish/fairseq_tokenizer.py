@@ -60,13 +60,17 @@ def build_tokenizer(symbols: list[str], codes: Path | None) -> PreTrainedTokeniz
             )
         vocab: dict[str, int] = {}
         for i, symbol in enumerate(symbols):
-            vocab.setdefault(symbol, i)
+            if symbol in specials and symbol in vocab:
+                continue  # the specials keep ids 0-3
+            vocab[symbol] = i  # a symbol listed twice: the later id, as fairseq's index
         model = models.WordLevel(vocab, unk_token=specials[3])
     else:
         vocab = {}
         for i, symbol in enumerate(symbols):
             key = symbol if i < 4 else _internal(symbol)
-            vocab.setdefault(key, i)  # a symbol listed twice keeps its first id, as fairseq's index does
+            if key in specials and key in vocab:
+                continue  # the specials keep ids 0-3 (fairseq's unk_index stays 3)
+            vocab[key] = i  # listed twice (#fairseq:overwrite): the text maps to the later id, as in fairseq
         merges = _merges(codes)
         # tokenizers needs every piece a merge reads or makes in its vocabulary; those the dictionary lacks
         # (fairseq looks them up as <unk>) get ids past the model's vocabulary, which `pipeline("translation")`
