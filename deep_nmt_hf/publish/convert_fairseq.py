@@ -161,15 +161,14 @@ def _flatten(options: dict[str, Any]) -> dict[str, Any]:
     for key, value in options.items():
         if key in ("encoder", "decoder") and isinstance(value, Mapping):
             for inner, inner_value in value.items():
-                if isinstance(inner_value, Mapping):  # decoder.input_dim-like leaves only
+                if isinstance(inner_value, Mapping):  # leaves only
                     continue
                 flat[f"{key}_{inner}"] = inner_value
         else:
             flat[key] = value
-    for side in ("encoder", "decoder"):  # TransformerConfig names the FFN width ffn_embed_dim, the rest alike
-        if f"{side}_embed_dim" not in flat and f"{side}_embed_dim" in options:
-            flat[f"{side}_embed_dim"] = options[f"{side}_embed_dim"]
-    return flat
+    return (
+        flat  # TransformerConfig's encoder.ffn_embed_dim is then the legacy encoder_ffn_embed_dim, and so on
+    )
 
 
 def _options(raw: Mapping, path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
