@@ -13,7 +13,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from . import average, demo, evaluate, preprocess, push, tools
+from . import average, convert, demo, evaluate, preprocess, push, tools
 from . import train as train_command
 from .common import (
     EXIT_ERROR,
@@ -29,7 +29,7 @@ from .train import CHOICE_FLAGS
 
 __all__ = ["CHOICE_FLAGS", "EXIT_ERROR", "build_parser", "main"]
 
-COMMAND_GROUPS = (train_command, evaluate, demo, push, tools, preprocess, average)
+COMMAND_GROUPS = (train_command, evaluate, demo, push, tools, preprocess, average, convert)
 
 
 def _parser_and_handlers() -> tuple[argparse.ArgumentParser, dict[str, Callable[[argparse.Namespace], int]]]:

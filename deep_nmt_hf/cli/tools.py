@@ -15,7 +15,8 @@ def add_parsers(commands: Any) -> dict[str, Any]:
         "fold",
         help="fold a trained model into a stock Transformers class (MarianMTModel / Pegasus)",
         description="Fold IN into the stock class with the same function (post-LN, ADMIN, DeepNorm, DS-Init -> "
-        "MarianMTModel; pre-LN -> PegasusForConditionalGeneration), check that logits agree to --atol and beam-4 "
+        "MarianMTModel; pre-LN -> PegasusForConditionalGeneration; post-LN converted from fairseq -> "
+        "FSMTForConditionalGeneration), check that logits agree to --atol and beam-4 "
         "outputs are identical on a probe batch, and write the stock model, tokenizer and generation config to "
         "OUT (a new directory, written atomically). OUT loads with plain AutoModelForSeq2SeqLM, no custom code. "
         "DLCL, merged attention and input re-injection between loops have no stock equivalent: refused.",

@@ -55,6 +55,8 @@ FIELD_RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
     ),
     **dict.fromkeys(("encoder_reinject_input", "decoder_reinject_input", "admin_profiled"), FLAG),
     **dict.fromkeys(("encoder_share_layers", "decoder_share_layers"), FLAG),
+    **dict.fromkeys(("layernorm_embedding", "admin_first_omega"), FLAG),
+    "position_offset": (lambda v: _integer(v) and v >= 0, "is not allowed: it must be an integer ≥ 0"),
     "cross_attention_drop_rate": (lambda v: _number(v) and 0 <= v <= 1, "must lie in [0, 1]"),
     **dict.fromkeys(
         ("ddr_loss_weight", "ald_loss_weight"),
@@ -108,6 +110,16 @@ class DeepNMTConfig(PretrainedConfig):
             p_net = 1 those layers own no cross-attention at all (deep-decoder-cad-crt, sec. 3).
         ddr_loss_weight, ald_loss_weight, ald_max_ratio (p_ALD), ald_temperature (τ): the collapse-reducing
             training losses (collapse_losses.py); 0 turns a loss off.
+
+    Fields that hold models converted from fairseq exactly (positions.py, publish/convert/; defaults keep the
+    model as above):
+        position_embedding: `"sinusoidal"` (Marian's table, recomputed on load), `"fairseq_sinusoidal"`
+            (fairseq's table: frequencies 10000^(-i/(d/2-1)), recomputed on load) or `"learned"` (a saved table).
+        position_offset: the table row of the first position (fairseq: padding_idx + 1).
+        layernorm_embedding: a LayerNorm over embeddings + positions on each side, before the dropout (fairseq's
+            `layernorm_embedding`).
+        admin_first_omega: ADMIN's first sublayer of each side also gets its ω vector (Transformer-Clinic trains
+            it; ours keeps it at 1 by default, see training/admin_profiling.py).
 
     Special tokens follow the Marian layout (eos 0, unk 1, pad last, the decoder starts from pad), so that
     `pad_token_id` and `decoder_start_token_id` default to `vocab_size - 1`.
@@ -174,6 +186,10 @@ class DeepNMTConfig(PretrainedConfig):
         ald_loss_weight: float = 0.0,
         ald_max_ratio: float = 0.3,
         ald_temperature: float = 0.1,
+        position_embedding: str = "sinusoidal",
+        position_offset: int = 0,
+        layernorm_embedding: bool = False,
+        admin_first_omega: bool = False,
         pad_token_id: int | None = None,
         eos_token_id: int | None = 0,
         bos_token_id: int | None = None,
@@ -235,6 +251,10 @@ class DeepNMTConfig(PretrainedConfig):
         self.ald_loss_weight = ald_loss_weight
         self.ald_max_ratio = ald_max_ratio
         self.ald_temperature = ald_temperature
+        self.position_embedding = position_embedding
+        self.position_offset = position_offset
+        self.layernorm_embedding = layernorm_embedding
+        self.admin_first_omega = admin_first_omega
         if isinstance(vocab_size, int) and pad_token_id is None:
             pad_token_id = vocab_size - 1
         self.pad_token_id = pad_token_id
@@ -302,6 +322,16 @@ class DeepNMTConfig(PretrainedConfig):
                 f"residual_scaling={self.residual_scaling!r} needs layer_norm_position='post' (got "
                 f"{self.layer_norm_position!r}): ADMIN and DeepNorm rescale the skip branch of post-LN sublayers; "
                 "pre-LN models are stable without it"
+            )
+        if self.position_offset and self.position_embedding == "sinusoidal":
+            raise ValueError(
+                f"position_offset={self.position_offset} needs position_embedding='fairseq_sinusoidal' or 'learned' "
+                "(Marian's sinusoidal table starts at row 0)"
+            )
+        if self.admin_first_omega and self.residual_scaling != "admin":
+            raise ValueError(
+                f"admin_first_omega=True needs residual_scaling='admin' (got {self.residual_scaling!r}): it gives "
+                "the first ADMIN sublayer its ω"
             )
         if self.init_method == "deepnorm" and self.residual_scaling != "deepnorm":
             raise ValueError(

@@ -61,6 +61,7 @@ from .layer_aggregation import LayerAggregation
 from .layer_sharing import stack_plan
 from .merged_attention import MergedAttention, target_padding_of
 from .pipeline_shipping import carrying_translation_pipeline
+from .positions import OffsetPositions
 from .residual import AdminOmega, build_residual_scale, sublayers_per_layer
 from .transformers_compat import cache_of, takes_cache, with_cache
 
@@ -536,6 +537,8 @@ class DeepNMTPreTrainedModel(PreTrainedModel):
             init_embedding(module, self.config)
         elif isinstance(module, nn.LayerNorm):
             init_layer_norm(module)
+        elif isinstance(module, OffsetPositions):
+            module.reset()
         elif isinstance(module, SinusoidalPositions):
             module.weight.copy_(sinusoidal_table(module.num_positions, self.config.d_model))
         elif isinstance(module, AdminOmega):
@@ -563,7 +566,16 @@ class _Stack(DeepNMTPreTrainedModel):
         self.side = side
         self.embed_tokens = embed_tokens  # DeepNMTModel's `shared` (or `decoder_embed_tokens`) module itself
         self.embed_scale = math.sqrt(config.d_model) if config.scale_embedding else 1.0
-        self.embed_positions = SinusoidalPositions(config.max_position_embeddings, config.d_model)
+        self.embed_positions = (
+            SinusoidalPositions(config.max_position_embeddings, config.d_model)
+            if getattr(config, "position_embedding", "sinusoidal") == "sinusoidal"
+            else OffsetPositions(config)  # fairseq's table or a learned one (positions.py)
+        )
+        self.layernorm_embedding = (  # fairseq's `layernorm_embedding`: LN(embeddings + positions), then dropout
+            nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
+            if getattr(config, "layernorm_embedding", False)
+            else None
+        )
         self.dropout = config.dropout
         self.layer_norm = (
             nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
@@ -607,7 +619,10 @@ class _Stack(DeepNMTPreTrainedModel):
             inputs_embeds = self.embed_tokens(input_ids)
         hidden_states = inputs_embeds * self.embed_scale
         positions = self.embed_positions(hidden_states.shape[1], offset).to(hidden_states.dtype)
-        return nn.functional.dropout(hidden_states + positions, p=self.dropout, training=self.training)
+        hidden_states = hidden_states + positions
+        if self.layernorm_embedding is not None:
+            hidden_states = self.layernorm_embedding(hidden_states)
+        return nn.functional.dropout(hidden_states, p=self.dropout, training=self.training)
 
     def finish(self, hidden_states: torch.Tensor) -> torch.Tensor:
         return hidden_states if self.layer_norm is None else self.layer_norm(hidden_states)

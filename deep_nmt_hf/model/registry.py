@@ -131,6 +131,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "dlcl_init": ("avg", "one"),
     "encoder_layer_order": ("cycle", "zigzag"),
     "decoder_layer_order": ("cycle", "zigzag"),
+    "position_embedding": ("sinusoidal", "fairseq_sinusoidal", "learned"),
 }
 
 # each paper's headline setting (`deep_nmt_hf.science.paper_presets.PRESETS`, same order): `train --preset NAME`

@@ -96,7 +96,7 @@ class DeepNormAlpha(nn.Module):
 def build_residual_scale(config: DeepNMTConfig, side: str, sublayer_index: int) -> nn.Module | None:
     """The skip-branch scale of sublayer `sublayer_index` (0-based over the whole `side` stack), or None."""
     if config.residual_scaling == "admin":
-        if sublayer_index == 0:
+        if sublayer_index == 0 and not getattr(config, "admin_first_omega", False):
             return None  # reads the embeddings: ω = 1, kept so that the model folds
         return AdminOmega(config.d_model, trainable=config.admin_omega == "trainable", side=side)
     if config.residual_scaling == "deepnorm":

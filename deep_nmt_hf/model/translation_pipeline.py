@@ -43,7 +43,17 @@ class TranslationPipeline(Pipeline):
             raise ValueError(
                 f"the translation pipeline takes strings (or lists of strings), got {type(text).__name__}"
             )
-        return self.tokenizer(text, truncation=truncation, max_length=max_length, return_tensors="pt")
+        inputs = self.tokenizer(text, truncation=truncation, max_length=max_length, return_tensors="pt")
+        # a converted fairseq tokenizer keeps the BPE pieces its dictionary lacks past the model's vocabulary
+        # (publish/fairseq_tokenizer.py): fairseq reads each as <unk>, and so does the model here
+        config = self.model.config
+        vocab_size = getattr(config, "vocab_size", None) or getattr(
+            config, "src_vocab_size", None
+        )  # FSMT's name
+        unk = self.tokenizer.unk_token_id
+        if isinstance(vocab_size, int) and isinstance(unk, int) and len(self.tokenizer) > vocab_size:
+            inputs["input_ids"] = inputs["input_ids"].masked_fill(inputs["input_ids"] >= vocab_size, unk)
+        return inputs
 
     def _forward(self, model_inputs: dict, **generate_kwargs: Any) -> dict:
         return {"output_ids": self.model.generate(**model_inputs, **generate_kwargs)}

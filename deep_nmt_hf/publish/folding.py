@@ -2,6 +2,8 @@
 
     post-LN (plain, ADMIN, DeepNorm, DS-Init)  → MarianMTModel
     pre-LN                                     → PegasusForConditionalGeneration
+    post-LN with fairseq's positions           → FSMTForConditionalGeneration (models converted from fairseq:
+                                                 its table, rows from padding_idx + 1, is fairseq's own)
 
 Why these classes: both use exactly our sinusoidal table (sin half, cos half, positions from 0), scale the word
 embeddings by sqrt(d_model) when `scale_embedding`, share one embedding between encoder, decoder and output (Marian
@@ -38,6 +40,8 @@ from pathlib import Path
 import torch
 from torch import nn
 from transformers import (
+    FSMTConfig,
+    FSMTForConditionalGeneration,
     MarianConfig,
     MarianMTModel,
     PegasusConfig,
@@ -90,10 +94,43 @@ def check_foldable(config) -> None:
             " the stock pre-LN class, has one embedding for encoder and decoder; MarianMTModel, which can hold two,"
             " is post-LN)"
         )
+    problems += _converted_model_problems(config)
     if config.layer_norm_eps != STOCK_LAYER_NORM_EPS:
         problems.append(f"layer_norm_eps={config.layer_norm_eps} (stock classes use {STOCK_LAYER_NORM_EPS})")
     if problems:
         raise NotFoldableError("cannot fold into a stock Transformers class: " + "; ".join(problems))
+
+
+def _converted_model_problems(config) -> list[str]:
+    """What a model converted from fairseq (publish/convert_fairseq.py) may hold that the stock classes we fold
+    into cannot: Marian and Pegasus rebuild their own sinusoidal table from row 0 on load, have no embedding
+    LayerNorm, and no ω before the first sublayer (it would scale the positions too)."""
+    problems = []
+    kind = getattr(config, "position_embedding", "sinusoidal")
+    if kind != "sinusoidal" and not _fsmt_positions(config):
+        problems.append(
+            f"position_embedding={kind!r} with layer_norm_position={config.layer_norm_position!r} (fairseq's "
+            f"positions, from row {getattr(config, 'position_offset', 0)}: MarianMTModel / "
+            "PegasusForConditionalGeneration rebuild their own table from row 0 on load, and "
+            "FSMTForConditionalGeneration, which holds fairseq's sinusoidal table, is post-LN only)"
+        )
+    if getattr(config, "layernorm_embedding", False):
+        problems.append("layernorm_embedding=True (Marian and Pegasus have no LayerNorm over the embeddings)")
+    if getattr(config, "admin_first_omega", False):
+        problems.append(
+            "admin_first_omega=True (a trained ω before the first sublayer has no stock equivalent)"
+        )
+    return problems
+
+
+def _fsmt_positions(config) -> bool:
+    """fairseq's sinusoidal table from row padding_idx + 1 in a post-LN model: what FSMTForConditionalGeneration
+    computes (its SinusoidalPositionalEmbedding and make_positions are fairseq's)."""
+    return (
+        getattr(config, "position_embedding", "sinusoidal") == "fairseq_sinusoidal"
+        and getattr(config, "position_offset", 0) == config.pad_token_id + 1
+        and config.layer_norm_position == "post"
+    )
 
 
 def _is_shared(config) -> bool:
@@ -103,7 +140,7 @@ def _is_shared(config) -> bool:
     )
 
 
-def stock_config(config) -> MarianConfig | PegasusConfig:
+def stock_config(config) -> MarianConfig | PegasusConfig | FSMTConfig:
     """The stock config with the same shape and special tokens."""
     common = dict(
         vocab_size=config.vocab_size,
@@ -127,6 +164,9 @@ def stock_config(config) -> MarianConfig | PegasusConfig:
         forced_eos_token_id=config.eos_token_id,
         tie_word_embeddings=config.tie_word_embeddings,
     )
+    if _fsmt_positions(config):  # FSMT: two vocabularies of one size, langs only named
+        vocab = common.pop("vocab_size")
+        return FSMTConfig(langs=["src", "tgt"], src_vocab_size=vocab, tgt_vocab_size=vocab, **common)
     if config.layer_norm_position == "pre":
         return PegasusConfig(**common)
     shared = getattr(config, "share_encoder_decoder_embeddings", True)
@@ -243,7 +283,10 @@ def _stock_state_dict(model: PreTrainedModel) -> dict[str, torch.Tensor]:
 
 
 def stock_class(config) -> type[PreTrainedModel]:
-    """The stock class a foldable config folds into: Pegasus for pre-LN, Marian for post-LN."""
+    """The stock class a foldable config folds into: Pegasus for pre-LN, Marian for post-LN, FSMT for post-LN
+    with fairseq's positions."""
+    if _fsmt_positions(config):
+        return FSMTForConditionalGeneration
     return PegasusForConditionalGeneration if config.layer_norm_position == "pre" else MarianMTModel
 
 
@@ -274,7 +317,8 @@ def compare_models(
     num_beams: int = 4,
     max_new_tokens: int = 16,
 ) -> FoldReport:
-    """Max |Δlogits| on a teacher-forced pass and whether beam search gives identical outputs. Each model reads
+    """Max |Δlogits| on a teacher-forced pass (over each row's positions up to its first </s>) and whether beam
+    search gives identical outputs. Each model reads
     the batch on its own device; both run in eval mode and get their training mode back afterwards."""
     modes = original.training, folded.training
     original.eval(), folded.eval()
@@ -287,7 +331,12 @@ def compare_models(
         logits_a = original(**batch_a, decoder_input_ids=reference).logits.float()
         logits_b = folded(**batch_b, decoder_input_ids=reference.to(_device_of(folded))).logits.float()
         same = reference.shape == candidate.shape and torch.equal(reference, candidate)
-        difference = (logits_a - logits_b.to(logits_a.device)).abs().max().item()
+        # positions after a hypothesis's </s> hold padding that no score reads (FSMT masks and positions it
+        # as padding, the others do not): compared up to and including each row's first </s>
+        ended = (reference[:, 1:] == original.config.eos_token_id).long()
+        after_end = torch.cat([torch.zeros_like(ended[:, :1]), ended.cumsum(1) - ended], dim=1) > 0
+        delta = (logits_a - logits_b.to(logits_a.device)).abs().amax(dim=-1).masked_fill(after_end, 0)
+        difference = delta.max().item()
     finally:
         original.train(modes[0]), folded.train(modes[1])
     return FoldReport(difference, same, type(folded).__name__)
@@ -299,10 +348,16 @@ def _float32_reference(model: PreTrainedModel) -> PreTrainedModel:
     weights of a bf16 / fp16 model upcast exactly, and the fixed positions at the precision the stock classes use
     (a bf16 table is rounded; the stock model computes its own in float32)."""
     from ..model.modeling_deep_nmt import SinusoidalPositions, sinusoidal_table
+    from ..model.positions import OffsetPositions
 
     model = model.float()
     for module in model.modules():
-        if isinstance(module, SinusoidalPositions):
+        if isinstance(module, OffsetPositions):
+            if (
+                module.kind != "learned"
+            ):  # fairseq's table in float32; a learned one is a weight, upcast exactly
+                module.reset()
+        elif isinstance(module, SinusoidalPositions):
             table = sinusoidal_table(module.num_positions, module.weight.shape[1])
             module.weight.copy_(table.to(module.weight.device))
     return model
@@ -336,7 +391,15 @@ def fold_to_stock(
     with torch.device(device):  # built where the model lives, not on the default device
         stock = stock_cls(stock_config(config))
     stock = stock.float().eval()
-    missing, unexpected = stock.load_state_dict(_stock_state_dict(folded), strict=False)
+    state = _stock_state_dict(folded)
+    if isinstance(stock, FSMTForConditionalGeneration):  # separate embeddings, the projection in the decoder
+        state.pop("model.shared.weight", None)
+        state["model.decoder.output_projection.weight"] = state.pop("lm_head.weight")
+        # FSMT builds no causal mask in a forward pass with use_cache=True (it expects one token at a time): a
+        # teacher-forced pass (scoring, training) then sees the future. Off in its config; `generate` still
+        # caches (the generation config's use_cache)
+        stock.config.use_cache = False
+    missing, unexpected = stock.load_state_dict(state, strict=False)
     allowed_missing = {
         "final_logits_bias",
         "model.encoder.embed_positions.weight",
@@ -346,7 +409,8 @@ def fold_to_stock(
         raise FoldCheckError(
             f"state dict mismatch: missing {sorted(set(missing) - allowed_missing)}, unexpected {unexpected}"
         )
-    stock.final_logits_bias.zero_()
+    if hasattr(stock, "final_logits_bias"):
+        stock.final_logits_bias.zero_()
     stock.generation_config = copy.deepcopy(model.generation_config)
     check_batch = batch if batch is not None else probe_batch(config, device=device)
     report = compare_models(reference, stock, {k: v.to(device) for k, v in check_batch.items()})

@@ -59,6 +59,10 @@ def translate(
     encoded = tokenizer(
         [sentences[i] for i in todo], truncation=max_positions is not None, max_length=max_positions
     )["input_ids"]
+    vocab_size, unk = getattr(model.config, "vocab_size", None), getattr(model.config, "unk_token_id", None)
+    if isinstance(vocab_size, int) and isinstance(unk, int) and len(tokenizer) > vocab_size:
+        # a converted fairseq tokenizer's pieces past the model's vocabulary: <unk>, as fairseq reads them
+        encoded = [[i if i < vocab_size else unk for i in ids] for ids in encoded]
     order = sorted(range(len(todo)), key=lambda k: len(encoded[k]), reverse=True)
     was_training = model.training
     model.eval()

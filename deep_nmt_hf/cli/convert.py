@@ -1,0 +1,79 @@
+"""`deep-nmt convert fairseq`: bring a fairseq Transformer checkpoint (or a deep fork's) in as one of our models."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from .common import _HelpFormatter
+
+
+def add_parsers(commands: Any) -> dict[str, Any]:
+    """The `convert` parser with its `fairseq` subcommand; returns {command: handler}."""
+    convert = commands.add_parser(
+        "convert",
+        help="convert a model trained elsewhere (fairseq) into a deep_nmt_hf model directory",
+        description="Convert a model trained with other code into a directory that from_pretrained, "
+        "pipeline('translation'), deep-nmt translate / evaluate / fold load. See docs/converting.md.",
+        formatter_class=_HelpFormatter,
+    )
+    sources = convert.add_subparsers(dest="source", metavar="SOURCE", required=True)
+    fairseq = sources.add_parser(
+        "fairseq",
+        help="a fairseq Transformer checkpoint (post-/pre-LN; ADMIN, DeepNorm, DLCL forks)",
+        description="A fairseq Transformer checkpoint (0.9-0.12 layouts: args or cfg, fused or separate q/k/v, "
+        "post-LN or normalize_before, shared / tied / untied embeddings, no_scale_embedding, "
+        "layernorm_embedding, sinusoidal or learned positions; ADMIN as Transformer-Clinic stores it, DeepNorm, "
+        "DLCL as wangqiangneu/dlcl stores it) becomes a model that scores exactly as fairseq does. The "
+        "dictionaries dict.SRC.txt / dict.TGT.txt are read beside the checkpoint unless named.",
+        formatter_class=_HelpFormatter,
+        epilog="example:\n  deep-nmt convert fairseq wmt-ende/checkpoint_best.pt converted/ende "
+        "--bpe-codes wmt-ende/bpecodes",
+    )
+    fairseq.add_argument("checkpoint", type=Path, help="fairseq checkpoint file (checkpoint_*.pt)")
+    fairseq.add_argument("output_dir", type=Path, help="new directory for the converted model")
+    fairseq.add_argument(
+        "--source-dict", type=Path, help="the source dictionary (default: dict.SRC.txt beside it)"
+    )
+    fairseq.add_argument(
+        "--target-dict", type=Path, help="the target dictionary (default: dict.TGT.txt beside it)"
+    )
+    fairseq.add_argument(
+        "--bpe-codes",
+        type=Path,
+        help="subword-nmt BPE codes: the tokenizer then splits raw text as fairseq did",
+    )
+    fairseq.add_argument(
+        "--fork",
+        choices=("auto", "none", "admin", "deepnorm", "dlcl"),
+        default="auto",
+        help="the checkpoint's layout; auto reads it from the weights (DeepNorm has no weights of its own: give "
+        "--fork deepnorm unless its args say deepnorm=True)",
+    )
+    fairseq.add_argument(
+        "--trust-pickle",
+        action="store_true",
+        help="load a checkpoint holding pickled objects beyond tensors and argparse.Namespace (only files you trust)",
+    )
+    return {"convert": _cmd_convert}
+
+
+def _cmd_convert(args: argparse.Namespace) -> int:
+    from ..publish.convert_fairseq import convert_fairseq
+
+    out = convert_fairseq(
+        args.checkpoint,
+        args.output_dir,
+        source_dict=args.source_dict,
+        target_dict=args.target_dict,
+        bpe_codes=args.bpe_codes,
+        fork=args.fork,
+        trust_pickle=args.trust_pickle,
+    )
+    import json
+
+    provenance = json.loads((out / "conversion.json").read_text(encoding="utf-8"))
+    print(f"converted {args.checkpoint} ({provenance['layout']['fork']} layout) into {out}")
+    print(f"tokenizer: {provenance['tokenizer']}; not reproduced: {provenance['not_reproduced']}")
+    return 0
