@@ -61,6 +61,7 @@ from .layer_aggregation import LayerAggregation
 from .layer_sharing import stack_plan
 from .merged_attention import MergedAttention, target_padding_of
 from .pipeline_shipping import carrying_translation_pipeline
+from .registry import VARIANT_SPECS, VariantSpec
 from .residual import AdminOmega, build_residual_scale, sublayers_per_layer
 from .transformers_compat import cache_of, takes_cache, with_cache
 
@@ -987,68 +988,42 @@ class DeepNMTForConditionalGeneration(DeepNMTPreTrainedModel, GenerationMixin):
         return out if return_dict is not False else out.to_tuple()
 
 
-class AdminModel(DeepNMTModel):
-    config_class = AdminConfig
+def variant_models(
+    spec: VariantSpec, config_class: type[DeepNMTConfig], module: str = __name__
+) -> tuple[type[DeepNMTModel], type[DeepNMTForConditionalGeneration]]:
+    """The thin `<Stem>Model` and `<Stem>ForConditionalGeneration` classes of a variant: the core classes with the
+    variant's `config_class` (its registry spec's defaults), named after the spec. `module`: where the classes are
+    importable from (their `auto_map` entries name them)."""
+    common = {
+        "__module__": module,
+        "__doc__": f"{spec.summary} The core with `{config_class.__name__}` defaults.",
+    }
+    model = type(
+        spec.model_name,
+        (DeepNMTModel,),
+        {**common, "__qualname__": spec.model_name, "config_class": config_class},
+    )
+    # Transformers wants GenerationMixin among an LM's own bases
+    bases = (DeepNMTForConditionalGeneration, GenerationMixin)
+    lm = type(spec.lm_name, bases, {**common, "__qualname__": spec.lm_name, "config_class": config_class})
+    return model, lm
 
 
-class AdminForConditionalGeneration(DeepNMTForConditionalGeneration, GenerationMixin):
-    """ADMIN model (post-LN, profiled ω): the core with `AdminConfig` defaults."""
-
-    config_class = AdminConfig
-
-
-class DeepNormModel(DeepNMTModel):
-    config_class = DeepNormConfig
-
-
-class DeepNormForConditionalGeneration(DeepNMTForConditionalGeneration, GenerationMixin):
-    """DeepNorm model (post-LN, constant α, β-scaled init): the core with `DeepNormConfig` defaults."""
-
-    config_class = DeepNormConfig
-
-
-class DSInitMAttModel(DeepNMTModel):
-    config_class = DSInitMAttConfig
-
-
-class DSInitMAttForConditionalGeneration(DeepNMTForConditionalGeneration, GenerationMixin):
-    """DS-Init + merged-attention model: the core with `DSInitMAttConfig` defaults.
-
-    Its decoder state is the prefix sums of the average attention (caches.RunningAverageLayer), not keys and
-    values: dynamic-cache generation, beam search and assisted decoding work, and a static cache / torch.compile'd
-    generation keeps them in its pre-allocated slots (caches.StaticRunningAverage)."""
-
-    config_class = DSInitMAttConfig
-
-
-class DLCLModel(DeepNMTModel):
-    config_class = DLCLConfig
-
-
-class DLCLForConditionalGeneration(DeepNMTForConditionalGeneration, GenerationMixin):
-    """Pre-norm + DLCL model: the core with `DLCLConfig` defaults."""
-
-    config_class = DLCLConfig
-
-
-class SharedLayersModel(DeepNMTModel):
-    config_class = SharedLayersConfig
-
-
-class SharedLayersForConditionalGeneration(DeepNMTForConditionalGeneration, GenerationMixin):
-    """Recurrent shared-layer model: the core with `SharedLayersConfig` defaults."""
-
-    config_class = SharedLayersConfig
-
-
-class DeepDecoderModel(DeepNMTModel):
-    config_class = DeepDecoderConfig
-
-
-class DeepDecoderForConditionalGeneration(DeepNMTForConditionalGeneration, GenerationMixin):
-    """Deep-decoder model with cross-attention drop and collapse-reducing losses (`DeepDecoderConfig` defaults)."""
-
-    config_class = DeepDecoderConfig
+AdminModel, AdminForConditionalGeneration = variant_models(VARIANT_SPECS["admin"], AdminConfig)
+DeepNormModel, DeepNormForConditionalGeneration = variant_models(VARIANT_SPECS["deepnorm"], DeepNormConfig)
+# MAtt's decoder state is the prefix sums of the average attention (caches.RunningAverageLayer), not keys and values:
+# dynamic-cache generation, beam search and assisted decoding work, and a static cache / torch.compile'd generation
+# keeps them in its pre-allocated slots (caches.StaticRunningAverage)
+DSInitMAttModel, DSInitMAttForConditionalGeneration = variant_models(
+    VARIANT_SPECS["dsinit_matt"], DSInitMAttConfig
+)
+DLCLModel, DLCLForConditionalGeneration = variant_models(VARIANT_SPECS["dlcl"], DLCLConfig)
+SharedLayersModel, SharedLayersForConditionalGeneration = variant_models(
+    VARIANT_SPECS["shared_layers"], SharedLayersConfig
+)
+DeepDecoderModel, DeepDecoderForConditionalGeneration = variant_models(
+    VARIANT_SPECS["deep_decoder"], DeepDecoderConfig
+)
 
 
 __all__ = [
@@ -1081,4 +1056,5 @@ __all__ = [
     "default_generation_config",
     "shift_tokens_right",
     "sinusoidal_table",
+    "variant_models",
 ]
