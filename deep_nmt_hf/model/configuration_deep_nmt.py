@@ -401,12 +401,13 @@ def variant_config(spec: VariantSpec, module: str = __name__) -> type[VariantCon
     return type(spec.config_name, (VariantConfig,), namespace)
 
 
-AdminConfig = variant_config(VARIANT_SPECS["admin"])
-DeepNormConfig = variant_config(VARIANT_SPECS["deepnorm"])
-DSInitMAttConfig = variant_config(VARIANT_SPECS["dsinit_matt"])
-DLCLConfig = variant_config(VARIANT_SPECS["dlcl"])
-SharedLayersConfig = variant_config(VARIANT_SPECS["shared_layers"])
-DeepDecoderConfig = variant_config(VARIANT_SPECS["deep_decoder"])
+# short name -> config class, in registry order: the core for "base", else the spec's field-default overrides. Each
+# class is also a module attribute under its own name (AdminConfig, DLCLConfig, ...), where `auto_map` finds it.
+VARIANT_CONFIGS: dict[str, type[DeepNMTConfig]] = {
+    name: DeepNMTConfig if spec.config_name == DeepNMTConfig.__name__ else variant_config(spec)
+    for name, spec in VARIANT_SPECS.items()
+}
+globals().update({config_class.__name__: config_class for config_class in VARIANT_CONFIGS.values()})
 
 
 def _depth(layers: int, repeats: int, order: str) -> int:
@@ -425,14 +426,14 @@ def check_choice(field: str, value: Any, allowed: tuple[str, ...]) -> None:
 __all__ = [
     "CHOICES",
     "FIELD_RULES",
-    "AdminConfig",
-    "DeepDecoderConfig",
+    "VARIANT_CONFIGS",
     "DeepNMTConfig",
-    "DeepNormConfig",
-    "DLCLConfig",
-    "DSInitMAttConfig",
-    "SharedLayersConfig",
     "VariantConfig",
     "check_choice",
     "variant_config",
+    *(
+        config_class.__name__
+        for config_class in VARIANT_CONFIGS.values()
+        if config_class is not DeepNMTConfig
+    ),
 ]

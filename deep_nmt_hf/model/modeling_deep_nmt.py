@@ -40,15 +40,7 @@ from transformers.utils.output_capturing import OutputRecorder, capture_outputs
 
 from .caches import decoder_cache, is_static, mark_cross_slot_without_attention, self_attention_half
 from .collapse_losses import collapse_reducing_loss, token_cross_entropy
-from .configuration_deep_nmt import (
-    AdminConfig,
-    DeepDecoderConfig,
-    DeepNMTConfig,
-    DeepNormConfig,
-    DLCLConfig,
-    DSInitMAttConfig,
-    SharedLayersConfig,
-)
+from .configuration_deep_nmt import VARIANT_CONFIGS, DeepNMTConfig
 from .initialization import (
     OUTPUT_PROJECTION,
     init_admin_omega,
@@ -1009,37 +1001,21 @@ def variant_models(
     return model, lm
 
 
-AdminModel, AdminForConditionalGeneration = variant_models(VARIANT_SPECS["admin"], AdminConfig)
-DeepNormModel, DeepNormForConditionalGeneration = variant_models(VARIANT_SPECS["deepnorm"], DeepNormConfig)
-# MAtt's decoder state is the prefix sums of the average attention (caches.RunningAverageLayer), not keys and values:
-# dynamic-cache generation, beam search and assisted decoding work, and a static cache / torch.compile'd generation
-# keeps them in its pre-allocated slots (caches.StaticRunningAverage)
-DSInitMAttModel, DSInitMAttForConditionalGeneration = variant_models(
-    VARIANT_SPECS["dsinit_matt"], DSInitMAttConfig
-)
-DLCLModel, DLCLForConditionalGeneration = variant_models(VARIANT_SPECS["dlcl"], DLCLConfig)
-SharedLayersModel, SharedLayersForConditionalGeneration = variant_models(
-    VARIANT_SPECS["shared_layers"], SharedLayersConfig
-)
-DeepDecoderModel, DeepDecoderForConditionalGeneration = variant_models(
-    VARIANT_SPECS["deep_decoder"], DeepDecoderConfig
-)
+# Each variant's `<Stem>Model` / `<Stem>ForConditionalGeneration` (AdminModel, DLCLForConditionalGeneration, ...) as
+# module attributes, where `auto_map` finds them; the core's own classes above serve "base". (DSInitMAtt: MAtt's
+# decoder state is the prefix sums of the average attention, caches.RunningAverageLayer, not keys and values; a static
+# cache / torch.compile'd generation keeps them in its pre-allocated slots, caches.StaticRunningAverage.)
+VARIANT_MODELS: dict[str, tuple[type[DeepNMTModel], type[DeepNMTForConditionalGeneration]]] = {
+    name: (DeepNMTModel, DeepNMTForConditionalGeneration)
+    if config_class is DeepNMTConfig
+    else variant_models(VARIANT_SPECS[name], config_class)
+    for name, config_class in VARIANT_CONFIGS.items()
+}
+globals().update({cls.__name__: cls for classes in VARIANT_MODELS.values() for cls in classes})
 
 
 __all__ = [
-    "DeepDecoderForConditionalGeneration",
-    "DeepDecoderModel",
     "DeepNMTSeq2SeqLMOutput",
-    "SharedLayersForConditionalGeneration",
-    "SharedLayersModel",
-    "DLCLForConditionalGeneration",
-    "DLCLModel",
-    "DSInitMAttForConditionalGeneration",
-    "DSInitMAttModel",
-    "AdminForConditionalGeneration",
-    "AdminModel",
-    "DeepNormForConditionalGeneration",
-    "DeepNormModel",
     "DecoderLayerBase",
     "DeepNMTAttention",
     "DeepNMTDecoder",
@@ -1057,4 +1033,11 @@ __all__ = [
     "shift_tokens_right",
     "sinusoidal_table",
     "variant_models",
+    "VARIANT_MODELS",
+    *(
+        cls.__name__
+        for classes in VARIANT_MODELS.values()
+        for cls in classes
+        if cls not in (DeepNMTModel, DeepNMTForConditionalGeneration)
+    ),
 ]
