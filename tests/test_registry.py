@@ -19,7 +19,7 @@ from fresh_process import run_without_package
 import deep_nmt_hf
 from deep_nmt_hf.cli import common, names
 from deep_nmt_hf.model import configuration_deep_nmt, modeling_deep_nmt, registry
-from deep_nmt_hf.science import paper_presets, recipes
+from deep_nmt_hf.science import paper_presets, preset_names, recipes
 
 ROOT = Path(__file__).resolve().parents[1]
 REGISTRY = ROOT / "deep_nmt_hf" / "model" / "registry.py"
@@ -95,7 +95,7 @@ print(json.dumps({
     assert probe["heavy"] == [] and probe["deferred"] and not probe["config_module"]
     assert Path(probe["registry_file"]) == REGISTRY and probe["same_choices"]
     help_text = "".join(probe["help"].split())  # argparse wraps lines, also at the names' hyphens
-    assert all(name in help_text for name in registry.PAPER_PRESET_NAMES)
+    assert all(name in help_text for name in preset_names.PAPER_PRESET_NAMES)
     assert all(spec.model_type in help_text for spec in registry.VARIANT_SPECS.values())
     assert "oneofpost,pre" in help_text
 
@@ -126,7 +126,7 @@ def test_cli_names_and_config_choices_are_the_registry_tables() -> None:
     assert configuration_deep_nmt.CHOICES is registry.CHOICES
     assert names.CHOICE_VALUES is registry.CHOICES
     assert names.MODEL_TYPE_NAMES is registry.MODEL_TYPE_NAMES
-    assert names.PAPER_PRESET_NAMES is registry.PAPER_PRESET_NAMES
+    assert names.PAPER_PRESET_NAMES is preset_names.PAPER_PRESET_NAMES
     assert names.VARIANT_MODEL_TYPES == {n: s.model_type for n, s in registry.VARIANT_SPECS.items()}
     assert names.MODEL_TYPE_NAMES == tuple(s.model_type for s in registry.VARIANT_SPECS.values())
     # one slot per field: the values allowed (no "not implemented yet" slot)
@@ -143,13 +143,13 @@ def test_a_value_added_to_the_registry_is_accepted_by_check_and_listed_by_the_cl
 
 
 def test_paper_presets_follow_the_registry_and_name_registered_shapes() -> None:
-    assert tuple(paper_presets.PRESETS) == registry.PAPER_PRESET_NAMES
+    assert tuple(paper_presets.PRESETS) == preset_names.PAPER_PRESET_NAMES
     for name, preset in paper_presets.PRESETS.items():
         variant = recipes.get_recipe(preset.recipe)["variant"].value
         assert preset.shape in registry.VARIANT_SPECS[variant].shapes, name
     # `train --preset NAME` tries the paper presets first: a shape of the same name would be unreachable
     shapes = {shape for spec in registry.VARIANT_SPECS.values() for shape in spec.shapes}
-    assert not shapes & set(registry.PAPER_PRESET_NAMES)
+    assert not shapes & set(preset_names.PAPER_PRESET_NAMES)
     for name in recipes.RECIPES:
         variant = recipes.get_recipe(name)["variant"].value
         assert variant in registry.VARIANT_SPECS or variant in registry.MODEL_TYPE_NAMES, (name, variant)

@@ -375,3 +375,25 @@ def test_output_recording_of_the_stacks() -> None:
     layers = model.config.encoder_layers
     assert len(out.hidden_states) == layers + 1 and len(out.attentions) == layers
     assert torch.equal(out.hidden_states[-1], out.last_hidden_state)
+
+
+def test_config_subclasses_are_keyword_dataclasses_and_save_validates(tmp_path) -> None:
+    """`PreTrainedConfig.__init_subclass__` makes each config subclass a keyword-only dataclass whose `__init__`
+    sets the fields and hands every other keyword to `__post_init__` (DeepNMTConfig fills its derived defaults and
+    validates there; a variant config is field-default overrides), and `save_pretrained` calls `validate()` before
+    it writes."""
+    import dataclasses
+
+    from deep_nmt_hf import AdminConfig, DeepNMTConfig
+
+    assert "d_model" in {field.name for field in dataclasses.fields(DeepNMTConfig)}
+    assert {field.name: field.default for field in dataclasses.fields(AdminConfig)}[
+        "residual_scaling"
+    ] == "admin"
+    config = DeepNMTConfig(vocab_size=48, not_a_field="kept")  # an unknown keyword reaches __post_init__
+    assert config.not_a_field == "kept" and config.pad_token_id == 47  # the derived default
+    with pytest.raises(ValueError, match="accepts only keyword arguments"):
+        DeepNMTConfig(48)
+    config.pad_token_id = 48  # not checked when set ...
+    with pytest.raises(ValueError, match="pad_token_id=48 is outside the vocabulary"):
+        config.save_pretrained(tmp_path)  # ... but before it is written

@@ -1,17 +1,25 @@
-"""DeepNMTConfig: every architectural choice of the deep_nmt_hf model family in one validated config.
+"""DeepNMTConfig: every architectural choice of the deep_nmt_hf model family in one validated dataclass config.
 
 The core is the Vaswani et al. (2017) encoder-decoder Transformer; each paper in the family changes one
 orthogonal choice (see ../shared/DESIGN.md). Field names follow Transformers (`d_model`, `encoder_layers`,
 `encoder_ffn_dim`, ...) so that stock tooling (`run_translation.py`, `generate`, pipelines) reads them.
 
+Written the Transformers 5 way (as `MarianConfig`): Transformers makes every config class a keyword-only
+dataclass, so each field is declared once, typed, with its default (and, for a single-field rule, its rule:
+`ruled(default, RULE)`), derived defaults are filled in `__post_init__`, and the rules are `validate_*` methods.
+They raise `ValueError` with our messages themselves rather than through huggingface_hub's `@strict` decorator,
+whose errors are no `ValueError` and whose type checks would answer before our messages name what is allowed.
+A variant's config class is its registry spec's `defaults` as field-default overrides (`variant_config`): no
+`__init__`, no copy of a field.
+
 This file ships with saved checkpoints (`trust_remote_code`): it imports nothing but transformers and its flat
 siblings pipeline_shipping.py and registry.py (which ship too). The names (model types, choice values, shape
-presets) come from registry.py; the checks of single fields are the table `FIELD_RULES`, the rules between fields
-are spelled out in `DeepNMTConfig.check`.
+presets, each variant's defaults) come from registry.py.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import Any, ClassVar
 
@@ -19,7 +27,7 @@ from transformers import PretrainedConfig
 from transformers.activations import ACT2FN
 
 from .pipeline_shipping import served_by_the_registered_task
-from .registry import CHOICES, VARIANT_SPECS
+from .registry import CHOICES, VARIANT_SPECS, VariantSpec
 
 
 def _number(value: Any) -> bool:
@@ -30,42 +38,27 @@ def _integer(value: Any) -> bool:
     return not isinstance(value, bool) and isinstance(value, int)
 
 
-# (test of a value, what the error says after "field=value") shared by several fields
-POSITIVE_INTEGER = (lambda v: _integer(v) and v > 0, "is not allowed: it must be a positive integer")
-PROBABILITY = (lambda v: _number(v) and 0 <= v < 1, "is not allowed: a probability that must lie in [0, 1)")
-POSITIVE_NUMBER = (lambda v: _number(v) and v > 0, "must be a positive number")
-FLAG = (lambda v: isinstance(v, bool), "must be true or false")
+# (test of a value, what the error says after "field=value"): the single-field rules, attached to fields by `ruled`
+Rule = tuple[Callable[[Any], bool], str]
+POSITIVE_INTEGER: Rule = (lambda v: _integer(v) and v > 0, "is not allowed: it must be a positive integer")
+PROBABILITY: Rule = (
+    lambda v: _number(v) and 0 <= v < 1,
+    "is not allowed: a probability that must lie in [0, 1)",
+)
+POSITIVE_NUMBER: Rule = (lambda v: _number(v) and v > 0, "must be a positive number")
+FLAG: Rule = (lambda v: isinstance(v, bool), "must be true or false")
+LOSS_WEIGHT: Rule = (lambda v: _number(v) and v >= 0, "must be a number ≥ 0 (0 turns the loss off)")
 
-# field -> (test of its value alone, what the error says after "field=value"); `check` runs these first, then the
-# choices (`CHOICES`), then the rules between fields
-FIELD_RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
-    **dict.fromkeys(
-        ("vocab_size", "d_model", "encoder_layers", "decoder_layers", "encoder_attention_heads")
-        + ("decoder_attention_heads", "encoder_ffn_dim", "decoder_ffn_dim", "max_position_embeddings")
-        + ("encoder_layer_repeats", "decoder_layer_repeats"),
-        POSITIVE_INTEGER,
-    ),
-    **dict.fromkeys(("dropout", "attention_dropout", "activation_dropout", "label_smoothing"), PROBABILITY),
-    "layer_norm_eps": POSITIVE_NUMBER,
-    "init_std": (POSITIVE_NUMBER[0], "must be a positive number (the std of init_method='normal')"),
-    "ds_init_alpha": (lambda v: _number(v) and 0 < v <= 1, "is not allowed: it must lie in (0, 1]"),
-    "dlcl_window": (
-        lambda v: _integer(v) and (v == -1 or v >= 1),
-        "is not allowed: use -1 (all earlier layers) or a width ≥ 1",
-    ),
-    **dict.fromkeys(("encoder_reinject_input", "decoder_reinject_input", "admin_profiled"), FLAG),
-    **dict.fromkeys(("encoder_share_layers", "decoder_share_layers"), FLAG),
-    **dict.fromkeys(("layernorm_embedding", "admin_first_omega"), FLAG),
-    "position_offset": (lambda v: _integer(v) and v >= 0, "is not allowed: it must be an integer ≥ 0"),
-    "cross_attention_drop_rate": (lambda v: _number(v) and 0 <= v <= 1, "must lie in [0, 1]"),
-    **dict.fromkeys(
-        ("ddr_loss_weight", "ald_loss_weight"),
-        (lambda v: _number(v) and v >= 0, "must be a number ≥ 0 (0 turns the loss off)"),
-    ),
-    "ald_max_ratio": (lambda v: _number(v) and 0 < v < 0.5, "must lie in (0, 0.5): X⁺ must keep most tokens"),
-    "ald_temperature": POSITIVE_NUMBER,
-}
+
+def ruled(default: Any, rule: Rule) -> Any:
+    """A field with its default and its single-field rule (`validate_fields` applies it; `FIELD_RULES` lists it)."""
+    return dataclasses.field(default=default, metadata={"rule": rule})
+
+
 SPECIAL_TOKEN_IDS = ("pad_token_id", "eos_token_id", "bos_token_id", "unk_token_id", "decoder_start_token_id")
+# deep-decoder-cad-crt sec. 4.3 (Figure 2): for a 27-layer decoder BLEU peaked at drop depth 21; small drop depths
+# collapsed. `cross_attention_drop_layers=None` keeps that share of the decoder's depth.
+CAD_DROP_SHARE = 21 / 27
 
 
 class DeepNMTConfig(PretrainedConfig):
@@ -122,11 +115,17 @@ class DeepNMTConfig(PretrainedConfig):
             it; ours keeps it at 1 by default, see training/admin_profiling.py).
 
     Special tokens follow the Marian layout (eos 0, unk 1, pad last, the decoder starts from pad), so that
-    `pad_token_id` and `decoder_start_token_id` default to `vocab_size - 1`.
+    `pad_token_id` and `decoder_start_token_id` default to `vocab_size - 1`. `bos_token_id` defaults to eos's 0, as
+    in Marian's opus-mt configs: the encoder input `generate()` starts from when it is given none (the empty
+    sentence). `bos_token_id`, `eos_token_id` and `unk_token_id` may be None (no such token: without eos,
+    generation runs to its length limit); whatever a config accepts, it saves and loads.
 
     Generation settings (beams, lengths) live in `generation_config.json`, never here.
 
-    Every invalid value raises `ValueError` naming the field, the value and what is allowed.
+    Every invalid value raises `ValueError` naming the field, the value and what is allowed: the `validate_*`
+    methods (Transformers' `@strict` convention: `validate()` runs them all, at construction and before
+    `save_pretrained` writes), single fields first (`validate_fields`, `validate_choices`), then the rules between
+    fields in name order.
     """
 
     model_type = VARIANT_SPECS["base"].model_type
@@ -138,136 +137,105 @@ class DeepNMTConfig(PretrainedConfig):
         # the count Transformers reads to size DynamicCache(config=...) / StaticCache and output tuples
         "num_hidden_layers": "decoder_depth",
     }
-    # named shapes for `deep-nmt train --preset` (registry.py; each variant below names its own)
+    # named shapes for `deep-nmt train --preset` (registry.py; each variant names its own)
     PRESETS: ClassVar[dict[str, dict[str, Any]]] = VARIANT_SPECS["base"].shapes
 
-    def __init__(
-        self,
-        vocab_size: int = 8000,
-        d_model: int = 512,
-        encoder_layers: int = 6,
-        decoder_layers: int = 6,
-        encoder_attention_heads: int = 8,
-        decoder_attention_heads: int = 8,
-        encoder_ffn_dim: int = 2048,
-        decoder_ffn_dim: int = 2048,
-        max_position_embeddings: int = 1024,
-        dropout: float = 0.1,
-        attention_dropout: float = 0.0,
-        activation_dropout: float = 0.0,
-        activation_function: str = "relu",
-        scale_embedding: bool = True,
-        layer_norm_eps: float = 1e-5,
-        label_smoothing: float = 0.0,
-        layer_norm_position: str = "post",
-        residual_scaling: str = "none",
-        init_method: str = "xavier",
-        admin_omega: str = "trainable",
-        admin_init: str = "profile",
-        admin_profiled: bool = False,
-        ds_init_alpha: float = 1.0,
-        init_std: float = 0.02,
-        decoder_attention: str = "self",
-        encoder_layer_aggregation: str = "residual",
-        decoder_layer_aggregation: str = "residual",
-        dlcl_init: str = "avg",
-        dlcl_window: int = -1,
-        encoder_layer_repeats: int = 1,
-        decoder_layer_repeats: int = 1,
-        encoder_layer_order: str = "cycle",
-        decoder_layer_order: str = "cycle",
-        encoder_reinject_input: bool = False,
-        decoder_reinject_input: bool = False,
-        encoder_share_layers: bool = True,
-        decoder_share_layers: bool = True,
-        cross_attention_drop_layers: int = 0,
-        cross_attention_drop_rate: float = 0.0,
-        ddr_loss_weight: float = 0.0,
-        ald_loss_weight: float = 0.0,
-        ald_max_ratio: float = 0.3,
-        ald_temperature: float = 0.1,
-        position_embedding: str = "sinusoidal",
-        position_offset: int = 0,
-        layernorm_embedding: bool = False,
-        admin_first_omega: bool = False,
-        pad_token_id: int | None = None,
-        eos_token_id: int | None = 0,
-        bos_token_id: int | None = None,
-        unk_token_id: int | None = 1,
-        decoder_start_token_id: int | None = None,
-        tie_word_embeddings: bool = True,
-        share_encoder_decoder_embeddings: bool = True,
-        use_cache: bool = True,
-        is_encoder_decoder: bool = True,
-        **kwargs: Any,
-    ) -> None:
-        # the base class is a dataclass whose __init__ resets its own fields: call it first
-        super().__init__(is_encoder_decoder=is_encoder_decoder, **kwargs)
+    # the shape (Transformers' names)
+    vocab_size: int = ruled(8000, POSITIVE_INTEGER)
+    d_model: int = ruled(512, POSITIVE_INTEGER)
+    encoder_layers: int = ruled(6, POSITIVE_INTEGER)
+    decoder_layers: int = ruled(6, POSITIVE_INTEGER)
+    encoder_attention_heads: int = ruled(8, POSITIVE_INTEGER)
+    decoder_attention_heads: int = ruled(8, POSITIVE_INTEGER)
+    encoder_ffn_dim: int = ruled(2048, POSITIVE_INTEGER)
+    decoder_ffn_dim: int = ruled(2048, POSITIVE_INTEGER)
+    max_position_embeddings: int = ruled(1024, POSITIVE_INTEGER)
+    dropout: float = ruled(0.1, PROBABILITY)
+    attention_dropout: float = ruled(0.0, PROBABILITY)
+    activation_dropout: float = ruled(0.0, PROBABILITY)
+    activation_function: str = "relu"  # one of transformers' ACT2FN names
+    scale_embedding: bool = True
+    layer_norm_eps: float = ruled(1e-5, POSITIVE_NUMBER)
+    label_smoothing: float = ruled(0.0, PROBABILITY)
+    # one choice per paper (values: registry.CHOICES)
+    layer_norm_position: str = "post"
+    residual_scaling: str = "none"
+    init_method: str = "xavier"
+    admin_omega: str = "trainable"
+    admin_init: str = "profile"
+    admin_profiled: bool = ruled(False, FLAG)
+    ds_init_alpha: float = ruled(
+        1.0, (lambda v: _number(v) and 0 < v <= 1, "is not allowed: it must lie in (0, 1]")
+    )
+    init_std: float = ruled(
+        0.02, (POSITIVE_NUMBER[0], "must be a positive number (the std of init_method='normal')")
+    )
+    decoder_attention: str = "self"
+    encoder_layer_aggregation: str = "residual"
+    decoder_layer_aggregation: str = "residual"
+    dlcl_init: str = "avg"
+    dlcl_window: int = ruled(
+        -1,
+        (
+            lambda v: _integer(v) and (v == -1 or v >= 1),
+            "is not allowed: use -1 (all earlier layers) or a width ≥ 1",
+        ),
+    )
+    encoder_layer_repeats: int = ruled(1, POSITIVE_INTEGER)
+    decoder_layer_repeats: int = ruled(1, POSITIVE_INTEGER)
+    encoder_layer_order: str = "cycle"
+    decoder_layer_order: str = "cycle"
+    encoder_reinject_input: bool = ruled(False, FLAG)
+    decoder_reinject_input: bool = ruled(False, FLAG)
+    encoder_share_layers: bool = ruled(True, FLAG)
+    decoder_share_layers: bool = ruled(True, FLAG)
+    cross_attention_drop_layers: int | None = 0  # None: round(CAD_DROP_SHARE × decoder_depth)
+    cross_attention_drop_rate: float = ruled(
+        0.0, (lambda v: _number(v) and 0 <= v <= 1, "must lie in [0, 1]")
+    )
+    ddr_loss_weight: float = ruled(0.0, LOSS_WEIGHT)
+    ald_loss_weight: float = ruled(0.0, LOSS_WEIGHT)
+    ald_max_ratio: float = ruled(
+        0.3, (lambda v: _number(v) and 0 < v < 0.5, "must lie in (0, 0.5): X⁺ must keep most tokens")
+    )
+    ald_temperature: float = ruled(0.1, POSITIVE_NUMBER)
+    # models converted from fairseq (positions.py, publish/convert_fairseq.py; the defaults keep the model above)
+    position_embedding: str = "sinusoidal"
+    position_offset: int = ruled(
+        0, (lambda v: _integer(v) and v >= 0, "is not allowed: it must be an integer ≥ 0")
+    )
+    layernorm_embedding: bool = ruled(False, FLAG)
+    admin_first_omega: bool = ruled(False, FLAG)
+    # special tokens (the Marian layout) and embeddings
+    pad_token_id: int | None = None  # None: vocab_size - 1
+    eos_token_id: int | None = 0
+    bos_token_id: int | None = 0
+    unk_token_id: int | None = 1
+    decoder_start_token_id: int | None = None  # None: pad_token_id
+    tie_word_embeddings: bool = True
+    share_encoder_decoder_embeddings: bool = True
+    use_cache: bool = True
+    is_encoder_decoder: bool = True
+
+    def __post_init__(self, **kwargs: Any) -> None:
+        """Fill the derived defaults, let Transformers take the rest of `kwargs`, then validate."""
+        if _integer(self.vocab_size) and self.pad_token_id is None:
+            self.pad_token_id = self.vocab_size - 1
+        if self.decoder_start_token_id is None:
+            self.decoder_start_token_id = self.pad_token_id
+        super().__post_init__(**kwargs)
         # a saved directory's pipeline entry, when the package's registered task serves it (pipeline_shipping.py)
         if getattr(self, "custom_pipelines", None):
             self.custom_pipelines = served_by_the_registered_task(self.custom_pipelines)
             if not self.custom_pipelines:
                 del self.custom_pipelines
-        self.vocab_size = vocab_size
-        self.d_model = d_model
-        self.encoder_layers = encoder_layers
-        self.decoder_layers = decoder_layers
-        self.encoder_attention_heads = encoder_attention_heads
-        self.decoder_attention_heads = decoder_attention_heads
-        self.encoder_ffn_dim = encoder_ffn_dim
-        self.decoder_ffn_dim = decoder_ffn_dim
-        self.max_position_embeddings = max_position_embeddings
-        self.dropout = dropout
-        self.attention_dropout = attention_dropout
-        self.activation_dropout = activation_dropout
-        self.activation_function = activation_function
-        self.scale_embedding = scale_embedding
-        self.layer_norm_eps = layer_norm_eps
-        self.label_smoothing = label_smoothing
-        self.layer_norm_position = layer_norm_position
-        self.residual_scaling = residual_scaling
-        self.init_method = init_method
-        self.admin_omega = admin_omega
-        self.admin_init = admin_init
-        self.admin_profiled = admin_profiled
-        self.ds_init_alpha = ds_init_alpha
-        self.init_std = init_std
-        self.decoder_attention = decoder_attention
-        self.encoder_layer_aggregation = encoder_layer_aggregation
-        self.decoder_layer_aggregation = decoder_layer_aggregation
-        self.dlcl_init = dlcl_init
-        self.dlcl_window = dlcl_window
-        self.encoder_layer_repeats = encoder_layer_repeats
-        self.decoder_layer_repeats = decoder_layer_repeats
-        self.encoder_layer_order = encoder_layer_order
-        self.decoder_layer_order = decoder_layer_order
-        self.encoder_reinject_input = encoder_reinject_input
-        self.decoder_reinject_input = decoder_reinject_input
-        self.encoder_share_layers = encoder_share_layers
-        self.decoder_share_layers = decoder_share_layers
-        self.cross_attention_drop_layers = cross_attention_drop_layers
-        self.cross_attention_drop_rate = cross_attention_drop_rate
-        self.ddr_loss_weight = ddr_loss_weight
-        self.ald_loss_weight = ald_loss_weight
-        self.ald_max_ratio = ald_max_ratio
-        self.ald_temperature = ald_temperature
-        self.position_embedding = position_embedding
-        self.position_offset = position_offset
-        self.layernorm_embedding = layernorm_embedding
-        self.admin_first_omega = admin_first_omega
-        if isinstance(vocab_size, int) and pad_token_id is None:
-            pad_token_id = vocab_size - 1
-        self.pad_token_id = pad_token_id
-        self.eos_token_id = eos_token_id
-        self.bos_token_id = bos_token_id
-        self.unk_token_id = unk_token_id
-        self.decoder_start_token_id = (
-            pad_token_id if decoder_start_token_id is None else decoder_start_token_id
-        )
-        self.tie_word_embeddings = tie_word_embeddings
-        self.share_encoder_decoder_embeddings = share_encoder_decoder_embeddings
-        self.use_cache = use_cache
-        self.check()
+        self.validate_fields()
+        self.validate_choices()
+        if (
+            self.cross_attention_drop_layers is None
+        ):  # scaled with the decoder's depth (registry: deep_decoder)
+            self.cross_attention_drop_layers = round(CAD_DROP_SHARE * self.decoder_depth)
+        self.validate()
 
     @property
     def encoder_depth(self) -> int:
@@ -279,12 +247,6 @@ class DeepNMTConfig(PretrainedConfig):
         """Decoder layer applications; one cache entry each during generation."""
         return _depth(self.decoder_layers, self.decoder_layer_repeats, self.decoder_layer_order)
 
-    def get_text_config(self, decoder: bool | None = None, encoder: bool | None = None) -> DeepNMTConfig:
-        """This config itself for either side: Transformers' renaming of a flat encoder-decoder config's
-        `decoder_*` fields would turn `decoder_layers` (unique layers) into `num_hidden_layers`, whereas the cache
-        needs one slot per layer application (`num_hidden_layers` = `decoder_depth`, see `attribute_map`)."""
-        return self
-
     @decoder_depth.setter
     def decoder_depth(self, value: int) -> None:
         raise AttributeError(
@@ -292,13 +254,45 @@ class DeepNMTConfig(PretrainedConfig):
             "decoder_layer_repeats / decoder_layer_order for shared layers) instead"
         )
 
+    def get_text_config(self, decoder: bool | None = None, encoder: bool | None = None) -> DeepNMTConfig:
+        """This config itself for either side: Transformers' renaming of a flat encoder-decoder config's
+        `decoder_*` fields would turn `decoder_layers` (unique layers) into `num_hidden_layers`, whereas the cache
+        needs one slot per layer application (`num_hidden_layers` = `decoder_depth`, see `attribute_map`)."""
+        return self
+
+    @classmethod
+    def from_preset(cls, name: str, **overrides: Any) -> DeepNMTConfig:
+        """A config from a named shape of `PRESETS` (the paper's depths, or `"tiny"` for CPU tests and demos);
+        explicit keyword arguments win over the preset, the preset over the class's defaults."""
+        if name not in cls.PRESETS:
+            raise ValueError(
+                f"unknown preset {name!r} for {cls.__name__}; choose one of: {', '.join(cls.PRESETS)}"
+            )
+        return cls(**{**cls.PRESETS[name], **overrides})
+
     # ------------------------------------------------------------------------------------------------ validation
+    def validate(self) -> None:
+        """Run every `validate_*` rule (ours and Transformers'): the single-field rules first, then the rest in name
+        order. Raises ValueError naming the field, the value and what is allowed."""
+        self.validate_fields()
+        self.validate_choices()
+        for name in sorted(dir(type(self))):
+            if name.startswith("validate_") and name not in ("validate_fields", "validate_choices"):
+                getattr(self, name)()
+
     def check(self) -> None:
-        """Validate every field; raise ValueError naming the field, the value and what is allowed."""
+        """`validate()` under its name of before the dataclass configs."""
+        self.validate()
+
+    def validate_fields(self) -> None:
+        """Each field with a rule (`FIELD_RULES`) against it."""
         for name, (valid, requirement) in FIELD_RULES.items():
             value = getattr(self, name)
             if not valid(value):
                 raise ValueError(f"{name}={value!r} {requirement}")
+
+    def validate_choices(self) -> None:
+        """Each choice field among the registry's values, the activation among Transformers'."""
         for name, allowed in CHOICES.items():
             check_choice(name, getattr(self, name), allowed)
         if self.activation_function not in ACT2FN:
@@ -307,6 +301,9 @@ class DeepNMTConfig(PretrainedConfig):
                 f"activation_function={self.activation_function!r} is unknown; use one of transformers' "
                 f"ACT2FN names, e.g. {allowed}, ..."
             )
+
+    def validate_heads(self) -> None:
+        """The sinusoidal table's halves and the heads split d_model."""
         if self.d_model % 2:
             raise ValueError(
                 f"d_model={self.d_model} must be even (the sinusoidal position table has sin/cos halves)"
@@ -317,6 +314,9 @@ class DeepNMTConfig(PretrainedConfig):
                     f"d_model={self.d_model} is not divisible by {heads}={getattr(self, heads)}: "
                     "each head needs d_model / heads dimensions"
                 )
+
+    def validate_residual(self) -> None:
+        """ADMIN and DeepNorm scale the skip branch of post-LN sublayers; DeepNorm's init goes with its residual."""
         if self.residual_scaling != "none" and self.layer_norm_position != "post":
             raise ValueError(
                 f"residual_scaling={self.residual_scaling!r} needs layer_norm_position='post' (got "
@@ -338,11 +338,8 @@ class DeepNMTConfig(PretrainedConfig):
                 f"init_method='deepnorm' goes with residual_scaling='deepnorm' (got {self.residual_scaling!r}): "
                 "the β-scaled initialisation is derived for the α-scaled residual"
             )
-        self._check_shared_layers()
-        self._check_deep_decoder()
-        self._check_token_ids()
 
-    def _check_shared_layers(self) -> None:
+    def validate_shared_layers(self) -> None:
         """Recurrent shared layers (recurrent-shared-layers), side by side."""
         for side in ("encoder", "decoder"):
             if getattr(self, f"{side}_layer_order") == "zigzag" and getattr(self, f"{side}_layers") < 2:
@@ -358,7 +355,7 @@ class DeepNMTConfig(PretrainedConfig):
                     "or use pre-LN / DeepNorm"
                 )
 
-    def _check_deep_decoder(self) -> None:
+    def validate_deep_decoder(self) -> None:
         """Cross-attention drop and the collapse-reducing losses (deep-decoder-cad-crt)."""
         layers, rate = self.cross_attention_drop_layers, self.cross_attention_drop_rate
         if not _integer(layers) or not 0 <= layers <= self.decoder_depth:
@@ -379,11 +376,12 @@ class DeepNMTConfig(PretrainedConfig):
         if self.ald_loss_weight > 0 and self.unk_token_id is None:
             raise ValueError("ald_loss_weight > 0 needs unk_token_id: ALD masks source tokens with <unk>")
 
-    def _check_token_ids(self) -> None:
-        """Special token ids lie in the vocabulary (bos and unk may be None)."""
+    def validate_token_ids(self) -> None:
+        """Special token ids lie in the vocabulary; bos, eos and unk may be None (pad and the decoder's start
+        may not: padding and decoding need them)."""
         for name in SPECIAL_TOKEN_IDS:
             value = getattr(self, name, None)
-            if value is None and name in ("bos_token_id", "unk_token_id"):
+            if value is None and name in ("bos_token_id", "eos_token_id", "unk_token_id"):
                 continue
             if not _integer(value) or not 0 <= value < self.vocab_size:
                 raise ValueError(
@@ -392,126 +390,51 @@ class DeepNMTConfig(PretrainedConfig):
                 )
 
 
+# field -> (test of its value alone, what the error says after "field=value"): read from the fields' `ruled` rules
+FIELD_RULES: dict[str, Rule] = {
+    field.name: field.metadata["rule"]
+    for field in dataclasses.fields(DeepNMTConfig)
+    if "rule" in field.metadata
+}
+
+
 class VariantConfig(DeepNMTConfig):
-    """Base of the per-paper presets: `DEFAULTS` fixes the paper's choices and shape, `PRESETS` names shapes.
-
-    `from_preset(name, **overrides)` builds a config from a named preset (e.g. the paper's depth, or `"tiny"` for
-    CPU tests and demos); explicit keyword arguments always win over presets and defaults.
-
-    Every subclass must define its own `__init__` (even a plain pass-through): transformers 5.x turns config
-    classes into dataclasses and gives a class without one a generated `__init__` that skips ours."""
+    """Base of the variant configs: each is its registry spec's `defaults` as field-default overrides
+    (`variant_config`); `DEFAULTS` is that spec's table, `PRESETS` its named shapes (`from_preset`)."""
 
     DEFAULTS: ClassVar[dict[str, Any]] = {}
     PRESETS: ClassVar[dict[str, dict[str, Any]]] = {}
 
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(**{**self.DEFAULTS, **kwargs})
 
-    @classmethod
-    def from_preset(cls, name: str, **overrides: Any) -> VariantConfig:
-        if name not in cls.PRESETS:
-            raise ValueError(
-                f"unknown preset {name!r} for {cls.__name__}; choose one of: {', '.join(cls.PRESETS)}"
-            )
-        return cls(**{**cls.PRESETS[name], **overrides})
-
-
-BASE_WIDTH = {"d_model": 512, "encoder_ffn_dim": 2048, "decoder_ffn_dim": 2048}
-BASE_WIDTH |= {"encoder_attention_heads": 8, "decoder_attention_heads": 8}
-
-
-class AdminConfig(VariantConfig):
-    """ADMIN (admin-very-deep-transformers-nmt): post-LN, x_i = LN(ω_i ⊙ x_{i-1} + f_i(x_{i-1})), ω profiled.
-
-    Defaults: the paper's 60L-12L at Transformer-base width (512/2048/8 heads)."""
-
-    model_type = VARIANT_SPECS["admin"].model_type
-    DEFAULTS = {"layer_norm_position": "post", "residual_scaling": "admin", "encoder_layers": 60}
-    DEFAULTS |= {"decoder_layers": 12, **BASE_WIDTH}
-    PRESETS = VARIANT_SPECS["admin"].shapes
-
-    def __init__(self, **kwargs: Any) -> None:  # each config class needs its own __init__ (see VariantConfig)
-        super().__init__(**kwargs)
+def variant_config(spec: VariantSpec, module: str = __name__) -> type[VariantConfig]:
+    """The config class of a variant: `VariantConfig` with the spec's `model_type`, shapes and `defaults` as the
+    defaults of `DeepNMTConfig`'s fields (each keeps its type and rule). `module`: where the class is importable
+    from (its `auto_map` entry names it). Raises ValueError for a default that is no config field."""
+    base = {field.name: field for field in dataclasses.fields(DeepNMTConfig)}
+    unknown = sorted(set(spec.defaults) - set(base))
+    if unknown:
+        raise ValueError(f"{spec.config_name}: defaults {unknown} are not DeepNMTConfig fields")
+    namespace: dict[str, Any] = {
+        "__module__": module,
+        "__qualname__": spec.config_name,
+        "__doc__": f"{spec.summary}\n\nDefaults (registry spec): {spec.defaults}",
+        "__annotations__": {name: base[name].type for name in spec.defaults},
+        "model_type": spec.model_type,
+        "DEFAULTS": spec.defaults,
+        "PRESETS": spec.shapes,
+    }
+    for name, value in spec.defaults.items():
+        namespace[name] = dataclasses.field(default=value, metadata=base[name].metadata)
+    return type(spec.config_name, (VariantConfig,), namespace)
 
 
-class DeepNormConfig(VariantConfig):
-    """DeepNorm (DeepNet, Wang et al. 2022): post-LN, x_i = LN(α x_{i-1} + f_i(x_{i-1})) with β-scaled init."""
-
-    model_type = VARIANT_SPECS["deepnorm"].model_type
-    DEFAULTS = {"layer_norm_position": "post", "residual_scaling": "deepnorm", "init_method": "deepnorm"}
-    DEFAULTS |= {"encoder_layers": 60, "decoder_layers": 12, **BASE_WIDTH}
-    PRESETS = VARIANT_SPECS["deepnorm"].shapes
-
-    def __init__(self, **kwargs: Any) -> None:  # each config class needs its own __init__ (see VariantConfig)
-        super().__init__(**kwargs)
-
-
-class DSInitMAttConfig(VariantConfig):
-    """DS-Init + merged attention (dsinit-merged-attention): post-LN, depth-scaled init (α = 1), MAtt decoder.
-
-    Defaults: the paper's 12-layer encoder and decoder at Transformer-base width."""
-
-    model_type = VARIANT_SPECS["dsinit_matt"].model_type
-    DEFAULTS = {"layer_norm_position": "post", "init_method": "ds_init", "ds_init_alpha": 1.0}
-    DEFAULTS |= {"decoder_attention": "merged", "encoder_layers": 12, "decoder_layers": 12, **BASE_WIDTH}
-    PRESETS = VARIANT_SPECS["dsinit_matt"].shapes
-
-    def __init__(self, **kwargs: Any) -> None:  # each config class needs its own __init__ (see VariantConfig)
-        super().__init__(**kwargs)
-
-
-class DLCLConfig(VariantConfig):
-    """Pre-norm + DLCL (prenorm-dlcl): each layer reads a learned combination of all earlier layer outputs.
-
-    Defaults: the paper's 30-layer encoder and 6-layer decoder at Transformer-base width, DLCL on both sides."""
-
-    model_type = VARIANT_SPECS["dlcl"].model_type
-    DEFAULTS = {"layer_norm_position": "pre", "encoder_layer_aggregation": "dlcl"}
-    DEFAULTS |= {"decoder_layer_aggregation": "dlcl", "encoder_layers": 30, "decoder_layers": 6, **BASE_WIDTH}
-    PRESETS = VARIANT_SPECS["dlcl"].shapes
-
-    def __init__(self, **kwargs: Any) -> None:  # each config class needs its own __init__ (see VariantConfig)
-        super().__init__(**kwargs)
-
-
-# deep-decoder-cad-crt sec. 4.3 (Figure 2): for a 27-layer decoder BLEU peaked at drop depth 21; small drop depths
-# collapsed. The default drop depth keeps that share of the decoder's depth.
-CAD_DROP_SHARE = 21 / 27
-
-
-class DeepDecoderConfig(VariantConfig):
-    """Deep decoders that do not collapse (deep-decoder-cad-crt): cross-attention drop on the lowest decoder layers
-    plus the DDR and ALD training losses. Defaults: equal encoder/decoder depth (15-15), p_net = 1, τ = 0.1,
-    Transformer-base width; 27-27 and a tiny CPU preset. Unless given, `cross_attention_drop_layers` scales with
-    the decoder: round(21/27 × decoder depth), the paper's best drop depth for 27 layers (sec. 4.3; 12 of 15)."""
-
-    model_type = VARIANT_SPECS["deep_decoder"].model_type
-    DEFAULTS = {"layer_norm_position": "pre", "encoder_layers": 15, "decoder_layers": 15, **BASE_WIDTH}
-    DEFAULTS |= {"cross_attention_drop_rate": 1.0}
-    DEFAULTS |= {"ddr_loss_weight": 1.0, "ald_loss_weight": 1.0, "ald_max_ratio": 0.3, "ald_temperature": 0.1}
-    PRESETS = VARIANT_SPECS["deep_decoder"].shapes
-
-    def __init__(self, **kwargs: Any) -> None:  # each config class needs its own __init__ (see VariantConfig)
-        super().__init__(**kwargs)
-        if "cross_attention_drop_layers" not in kwargs:  # scaled with depth; a saved config passes its value
-            self.cross_attention_drop_layers = round(CAD_DROP_SHARE * self.decoder_depth)
-            self.check()
-
-
-class SharedLayersConfig(VariantConfig):
-    """Recurrent shared layers (recurrent-shared-layers): few unique pre-LN layers looped in depth, the embedded
-    input re-injected at every loop (eq. 7). Defaults from the paper's setup (sec. 5.1.2): 8 encoder / 4 decoder
-    unique layers, 5 encoder / 2 decoder loops, Transformer-base width. Table 1 rows are presets (their decoder
-    loops are not stated; we keep the setup's 2)."""
-
-    model_type = VARIANT_SPECS["shared_layers"].model_type
-    DEFAULTS = {"layer_norm_position": "pre", "encoder_layers": 8, "decoder_layers": 4}
-    DEFAULTS |= {"encoder_layer_repeats": 5, "decoder_layer_repeats": 2, **BASE_WIDTH}
-    DEFAULTS |= {"encoder_reinject_input": True, "decoder_reinject_input": True}
-    PRESETS = VARIANT_SPECS["shared_layers"].shapes
-
-    def __init__(self, **kwargs: Any) -> None:  # each config class needs its own __init__ (see VariantConfig)
-        super().__init__(**kwargs)
+# short name -> config class, in registry order: the core for "base", else the spec's field-default overrides. Each
+# class is also a module attribute under its own name (AdminConfig, DLCLConfig, ...), where `auto_map` finds it.
+VARIANT_CONFIGS: dict[str, type[DeepNMTConfig]] = {
+    name: DeepNMTConfig if spec.config_name == DeepNMTConfig.__name__ else variant_config(spec)
+    for name, spec in VARIANT_SPECS.items()
+}
+globals().update({config_class.__name__: config_class for config_class in VARIANT_CONFIGS.values()})
 
 
 def _depth(layers: int, repeats: int, order: str) -> int:
@@ -530,13 +453,14 @@ def check_choice(field: str, value: Any, allowed: tuple[str, ...]) -> None:
 __all__ = [
     "CHOICES",
     "FIELD_RULES",
-    "AdminConfig",
-    "DeepDecoderConfig",
+    "VARIANT_CONFIGS",
     "DeepNMTConfig",
-    "DeepNormConfig",
-    "DLCLConfig",
-    "DSInitMAttConfig",
-    "SharedLayersConfig",
     "VariantConfig",
     "check_choice",
+    "variant_config",
+    *(
+        config_class.__name__
+        for config_class in VARIANT_CONFIGS.values()
+        if config_class is not DeepNMTConfig
+    ),
 ]

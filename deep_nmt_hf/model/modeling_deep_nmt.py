@@ -40,15 +40,7 @@ from transformers.utils.output_capturing import OutputRecorder, capture_outputs
 
 from .caches import decoder_cache, is_static, mark_cross_slot_without_attention, self_attention_half
 from .collapse_losses import collapse_reducing_loss, token_cross_entropy
-from .configuration_deep_nmt import (
-    AdminConfig,
-    DeepDecoderConfig,
-    DeepNMTConfig,
-    DeepNormConfig,
-    DLCLConfig,
-    DSInitMAttConfig,
-    SharedLayersConfig,
-)
+from .configuration_deep_nmt import VARIANT_CONFIGS, DeepNMTConfig
 from .initialization import (
     OUTPUT_PROJECTION,
     init_admin_omega,
@@ -62,6 +54,7 @@ from .layer_sharing import stack_plan
 from .merged_attention import MergedAttention, target_padding_of
 from .pipeline_shipping import carrying_translation_pipeline
 from .positions import OffsetPositions
+from .registry import VARIANT_SPECS, VariantSpec
 from .residual import AdminOmega, build_residual_scale, sublayers_per_layer
 from .transformers_compat import cache_of, takes_cache, with_cache
 
@@ -1002,84 +995,42 @@ class DeepNMTForConditionalGeneration(DeepNMTPreTrainedModel, GenerationMixin):
         return out if return_dict is not False else out.to_tuple()
 
 
-class AdminModel(DeepNMTModel):
-    config_class = AdminConfig
+def variant_models(
+    spec: VariantSpec, config_class: type[DeepNMTConfig], module: str = __name__
+) -> tuple[type[DeepNMTModel], type[DeepNMTForConditionalGeneration]]:
+    """The thin `<Stem>Model` and `<Stem>ForConditionalGeneration` classes of a variant: the core classes with the
+    variant's `config_class` (its registry spec's defaults), named after the spec. `module`: where the classes are
+    importable from (their `auto_map` entries name them)."""
+    common = {
+        "__module__": module,
+        "__doc__": f"{spec.summary} The core with `{config_class.__name__}` defaults.",
+    }
+    model = type(
+        spec.model_name,
+        (DeepNMTModel,),
+        {**common, "__qualname__": spec.model_name, "config_class": config_class},
+    )
+    # Transformers wants GenerationMixin among an LM's own bases
+    bases = (DeepNMTForConditionalGeneration, GenerationMixin)
+    lm = type(spec.lm_name, bases, {**common, "__qualname__": spec.lm_name, "config_class": config_class})
+    return model, lm
 
 
-class AdminForConditionalGeneration(DeepNMTForConditionalGeneration, GenerationMixin):
-    """ADMIN model (post-LN, profiled ω): the core with `AdminConfig` defaults."""
-
-    config_class = AdminConfig
-
-
-class DeepNormModel(DeepNMTModel):
-    config_class = DeepNormConfig
-
-
-class DeepNormForConditionalGeneration(DeepNMTForConditionalGeneration, GenerationMixin):
-    """DeepNorm model (post-LN, constant α, β-scaled init): the core with `DeepNormConfig` defaults."""
-
-    config_class = DeepNormConfig
-
-
-class DSInitMAttModel(DeepNMTModel):
-    config_class = DSInitMAttConfig
-
-
-class DSInitMAttForConditionalGeneration(DeepNMTForConditionalGeneration, GenerationMixin):
-    """DS-Init + merged-attention model: the core with `DSInitMAttConfig` defaults.
-
-    Its decoder state is the prefix sums of the average attention (caches.RunningAverageLayer), not keys and
-    values: dynamic-cache generation, beam search and assisted decoding work, and a static cache / torch.compile'd
-    generation keeps them in its pre-allocated slots (caches.StaticRunningAverage)."""
-
-    config_class = DSInitMAttConfig
-
-
-class DLCLModel(DeepNMTModel):
-    config_class = DLCLConfig
-
-
-class DLCLForConditionalGeneration(DeepNMTForConditionalGeneration, GenerationMixin):
-    """Pre-norm + DLCL model: the core with `DLCLConfig` defaults."""
-
-    config_class = DLCLConfig
-
-
-class SharedLayersModel(DeepNMTModel):
-    config_class = SharedLayersConfig
-
-
-class SharedLayersForConditionalGeneration(DeepNMTForConditionalGeneration, GenerationMixin):
-    """Recurrent shared-layer model: the core with `SharedLayersConfig` defaults."""
-
-    config_class = SharedLayersConfig
-
-
-class DeepDecoderModel(DeepNMTModel):
-    config_class = DeepDecoderConfig
-
-
-class DeepDecoderForConditionalGeneration(DeepNMTForConditionalGeneration, GenerationMixin):
-    """Deep-decoder model with cross-attention drop and collapse-reducing losses (`DeepDecoderConfig` defaults)."""
-
-    config_class = DeepDecoderConfig
+# Each variant's `<Stem>Model` / `<Stem>ForConditionalGeneration` (AdminModel, DLCLForConditionalGeneration, ...) as
+# module attributes, where `auto_map` finds them; the core's own classes above serve "base". (DSInitMAtt: MAtt's
+# decoder state is the prefix sums of the average attention, caches.RunningAverageLayer, not keys and values; a static
+# cache / torch.compile'd generation keeps them in its pre-allocated slots, caches.StaticRunningAverage.)
+VARIANT_MODELS: dict[str, tuple[type[DeepNMTModel], type[DeepNMTForConditionalGeneration]]] = {
+    name: (DeepNMTModel, DeepNMTForConditionalGeneration)
+    if config_class is DeepNMTConfig
+    else variant_models(VARIANT_SPECS[name], config_class)
+    for name, config_class in VARIANT_CONFIGS.items()
+}
+globals().update({cls.__name__: cls for classes in VARIANT_MODELS.values() for cls in classes})
 
 
 __all__ = [
-    "DeepDecoderForConditionalGeneration",
-    "DeepDecoderModel",
     "DeepNMTSeq2SeqLMOutput",
-    "SharedLayersForConditionalGeneration",
-    "SharedLayersModel",
-    "DLCLForConditionalGeneration",
-    "DLCLModel",
-    "DSInitMAttForConditionalGeneration",
-    "DSInitMAttModel",
-    "AdminForConditionalGeneration",
-    "AdminModel",
-    "DeepNormForConditionalGeneration",
-    "DeepNormModel",
     "DecoderLayerBase",
     "DeepNMTAttention",
     "DeepNMTDecoder",
@@ -1096,4 +1047,12 @@ __all__ = [
     "default_generation_config",
     "shift_tokens_right",
     "sinusoidal_table",
+    "variant_models",
+    "VARIANT_MODELS",
+    *(
+        cls.__name__
+        for classes in VARIANT_MODELS.values()
+        for cls in classes
+        if cls not in (DeepNMTModel, DeepNMTForConditionalGeneration)
+    ),
 ]

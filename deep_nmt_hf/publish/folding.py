@@ -50,6 +50,7 @@ from transformers import (
 )
 
 from ..data.atomic import atomic_directory
+from ..model.registry import CHOICES, FOLD_TARGETS, FOLDABLE, FSMT, VARIANT_SPECS
 
 STOCK_LAYER_NORM_EPS = 1e-5
 
@@ -70,16 +71,27 @@ class FoldReport:
 
 
 def check_foldable(config) -> None:
-    """Raise NotFoldableError naming every feature that keeps `config` from folding into a stock class."""
+    """Raise NotFoldableError naming every feature that keeps `config` from folding into a stock class.
+
+    What folds is an allow-list in the registry (model/registry.py), so a new form is refused until someone adds
+    the fold that expresses it: the variant's spec names the stock classes it may fold into (`folds_into`; an
+    unregistered model type folds into none), and `FOLDABLE` the values of each choice field that a fold keeps.
+    The rules below them are the ones between fields."""
     problems = []
-    if getattr(config, "decoder_attention", "self") != "self":
+    target = fold_target(config)
+    spec = next(
+        (s for s in VARIANT_SPECS.values() if s.model_type == getattr(config, "model_type", None)), None
+    )
+    allowed_targets = spec.folds_into if spec is not None else ()
+    if target not in allowed_targets:
         problems.append(
-            f"decoder_attention={config.decoder_attention!r} (merged attention has no stock equivalent)"
+            f"model_type={getattr(config, 'model_type', None)!r} folds into "
+            f"{', '.join(allowed_targets) or 'no stock class'} (registry spec), not {target}"
         )
-    for side in ("encoder", "decoder"):
-        aggregation = getattr(config, f"{side}_layer_aggregation", "residual")
-        if aggregation != "residual":
-            problems.append(f"{side}_layer_aggregation={aggregation!r} (DLCL has no stock equivalent)")
+    for field in CHOICES:  # a choice field without a FOLDABLE entry folds none of its values
+        value, foldable = getattr(config, field, None), FOLDABLE.get(field, ())
+        if value not in foldable:
+            problems.append(f"{field}={value!r} (no stock equivalent; foldable: {', '.join(foldable)})")
     for side in ("encoder", "decoder"):
         if (
             getattr(config, f"{side}_reinject_input", False)
@@ -283,11 +295,19 @@ def _stock_state_dict(model: PreTrainedModel) -> dict[str, torch.Tensor]:
 
 
 def stock_class(config) -> type[PreTrainedModel]:
-    """The stock class a foldable config folds into: Pegasus for pre-LN, Marian for post-LN, FSMT for post-LN
-    with fairseq's positions."""
-    if _fsmt_positions(config):
-        return FSMTForConditionalGeneration
-    return PegasusForConditionalGeneration if config.layer_norm_position == "pre" else MarianMTModel
+    """The stock class a foldable config folds into (`fold_target`): Pegasus for pre-LN, Marian for post-LN, FSMT
+    for post-LN with fairseq's positions."""
+    classes = {
+        cls.__name__: cls
+        for cls in (MarianMTModel, PegasusForConditionalGeneration, FSMTForConditionalGeneration)
+    }
+    return classes[fold_target(config)]
+
+
+def fold_target(config) -> str | None:
+    """The name of the stock class `config` would fold into (registry.FOLD_TARGETS; FSMT where it holds fairseq's
+    positions), or None for a `layer_norm_position` no stock class has."""
+    return FSMT if _fsmt_positions(config) else FOLD_TARGETS.get(getattr(config, "layer_norm_position", None))
 
 
 def probe_batch(
@@ -304,7 +324,7 @@ def probe_batch(
         tokens = torch.randint(0, config.vocab_size, (length - 1,), generator=generator, device=cpu)
         tokens = torch.tensor([t if t not in special else 2 for t in tokens.tolist()], device=cpu)
         ids[row, : length - 1] = tokens
-        ids[row, length - 1] = config.eos_token_id
+        ids[row, length - 1] = config.eos_token_id if config.eos_token_id is not None else 2
     batch = {"input_ids": ids, "attention_mask": ids.ne(config.pad_token_id).long()}
     return {k: v.to(device if device is not None else cpu) for k, v in batch.items()}
 

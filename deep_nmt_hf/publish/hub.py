@@ -3,7 +3,8 @@
 `render_model_card(model_dir)` fills a card from what training recorded — ``config.json`` and ``metrics.json``
 (written by `training.train`) plus ``admin_omega.json`` — with `huggingface_hub.ModelCard` / `ModelCardData` and
 the templates in ``model_cards/`` (one shared ``card.md.j2`` plus one short per-variant blurb in
-``model_cards/variants/<variant>.md``). A value that was not recorded is left out of the card, never invented.
+``model_cards/variants/<variant>.md``: its limitations and text; the title and paper are the variant's registry
+spec). A value that was not recorded is left out of the card, never invented.
 
 `prepare_upload(model_dir)` writes the exact folder that goes to the Hub: weights as safetensors only,
 ``config.json`` (with ``auto_map`` and the shipped code files for custom variants, and the translation pipeline
@@ -34,8 +35,8 @@ import yaml
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
 from huggingface_hub.utils import HFValidationError, validate_repo_id
 
-from .. import VARIANTS
 from ..data.atomic import apply_umask_modes
+from ..model.registry import VARIANT_SPECS
 
 __all__ = [
     "CARD_DIR",
@@ -74,7 +75,7 @@ FOLD_REPORT = "fold_report.json"
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.json")
 WEIGHT_SUFFIXES_REFUSED = (".bin", ".pt", ".pth", ".ckpt", ".h5", ".msgpack")
 METRIC_NAMES = {"bleu": "BLEU", "chrf": "chrF", "ter": "TER"}
-MODEL_TYPE_TO_VARIANT = {config_class.model_type: name for name, config_class in VARIANTS.items()}
+MODEL_TYPE_TO_VARIANT = {spec.model_type: name for name, spec in VARIANT_SPECS.items()}
 
 
 # --------------------------------------------------------------------------------------------------- checks
@@ -391,6 +392,7 @@ def render_model_card(
     config = AutoConfig.from_pretrained(model_dir)  # the package is imported: our config classes resolve
     record = _read_json(model_dir / METRICS_FILE) if (model_dir / METRICS_FILE).is_file() else {}
     variant = MODEL_TYPE_TO_VARIANT[raw_config["model_type"]]
+    spec = VARIANT_SPECS[variant]  # the card's title and paper; its template: the limitations and text
     meta, blurb_template = _front_matter(CARD_DIR / "variants" / f"{variant}.md")
     papers_db = yaml.safe_load((CARD_DIR / "papers.yaml").read_text(encoding="utf-8"))
     environment = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
@@ -464,7 +466,7 @@ def render_model_card(
     if plots is None:  # the plots training left in the model directory
         plots = [name for name in (OMEGA_PLOT, DLCL_PLOT) if (model_dir / name).is_file()]
     context = dict(
-        title=meta.get("title", variant),
+        title=spec.title or variant,
         blurb=blurb,
         model_name=model_name,
         language_pair=f"{src} → {tgt}" if src and tgt else None,
@@ -487,7 +489,7 @@ def render_model_card(
         transformers_range=transformers_range(),
         foldable_into=None if fold_info is not None else _foldable_into(config),
         limitations=limitations,
-        papers=[papers_db[key] for key in _papers_for(config, meta["paper"])],
+        papers=[papers_db[key] for key in _papers_for(config, spec.paper)],
     )
     template = (CARD_DIR / "card.md.j2").read_text(encoding="utf-8")
     return ModelCard.from_template(card_data, template_str=template, **context)

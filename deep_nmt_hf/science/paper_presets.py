@@ -6,8 +6,8 @@ writes the full `accelerate launch` line with every value spelled out, as the RE
 its source (paper section or released script, as in `recipes.py`); the batch is per process, so the command's
 process count is part of the setting (an update sees processes × max_tokens × update_freq tokens).
 
-The names are model/registry.py's `PAPER_PRESET_NAMES` (which `deep-nmt --help` lists without importing this
-module): `PRESETS` holds the setting of each, in the registry's order.
+The names are preset_names.py's `PAPER_PRESET_NAMES` (which `deep-nmt --help` lists without importing this
+module): `PRESETS` holds the setting of each, in that order.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..model.registry import PAPER_PRESET_NAMES
+from .preset_names import PAPER_PRESET_NAMES
 from .recipes import (
     CLINIC,
     DEEPNMT,
@@ -184,7 +184,7 @@ _SETTINGS: dict[str, PaperPreset] = {
 
 if set(_SETTINGS) != set(PAPER_PRESET_NAMES):
     raise RuntimeError(
-        "the paper presets here and model/registry.py's PAPER_PRESET_NAMES differ: "
+        "the paper presets here and preset_names.py's PAPER_PRESET_NAMES differ: "
         f"{sorted(set(_SETTINGS) ^ set(PAPER_PRESET_NAMES))}"
     )
 PRESETS: dict[str, PaperPreset] = {name: _SETTINGS[name] for name in PAPER_PRESET_NAMES}

@@ -19,7 +19,7 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-from ..model.registry import PAPER_PRESET_NAMES
+from ..science.preset_names import PAPER_PRESET_NAMES
 from .inputs import check_max_positions, resolve_variant
 from .options import TrainingOptions, default_max_positions, option_default
 
