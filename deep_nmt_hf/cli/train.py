@@ -30,7 +30,8 @@ def _add_train_flags(parser: argparse.ArgumentParser) -> None:
     """The flags of `deep-nmt train`: those of `TrainingOptions` fields are generated from the fields'
     metadata (help, choices, defaults: training/options.py) and only placed here; the others are written by
     hand, each saying why."""
-    from ..training import options as training_options  # standard library only, as training/__init__.py
+    # light: training/__init__.py's names are lazy and options.py needs only the standard library
+    from ..training import options as training_options
 
     options = FieldFlags(training_options.TrainingOptions)
     _add_data_flags(parser)  # by hand: one field (data_source), three exclusive flags; shared with evaluate
