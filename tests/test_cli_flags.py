@@ -27,6 +27,7 @@ from deep_nmt_hf.cli.flags import FieldFlags, add_field_flags, field_values, fla
 from deep_nmt_hf.science.paper_presets import preset_values
 from deep_nmt_hf.science.recipes import recipe_options
 from deep_nmt_hf.training import TrainingOptions
+from deep_nmt_hf.training import options as options_module
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = ROOT / "tests" / "fixtures" / "train_flags.json"
@@ -222,12 +223,12 @@ def test_a_new_training_option_with_metadata_gets_a_train_flag(monkeypatch: pyte
         [("new_option", int, dataclasses.field(default=5, metadata={"help": help_text}))],
         bases=(TrainingOptions,),
     )
-    monkeypatch.setattr(train_command, "light_import", lambda name: argparse.Namespace(TrainingOptions=grown))
+    monkeypatch.setattr(options_module, "TrainingOptions", grown)
     parser = train_parser()
     action = _actions_by_option(parser)["--new-option"]
     assert action.help == help_text and action.default == 5 and action.type is int
-    training = next(group for group in parser._action_groups if group.title == "training")
-    assert training._group_actions[-1] is action
+    group = next(group for group in parser._action_groups if group.title == "training")
+    assert group._group_actions[-1] is action
 
 
 def test_field_flags_refuse_unknown_metadata_and_repeats() -> None:
@@ -253,20 +254,23 @@ try:
     main(["train", "--help"])
 except SystemExit:
     pass
+import deep_nmt_hf
 light = {"heavy": sorted(m for m in ("torch", "transformers") if m in sys.modules),
-         "training_modules": sorted(m for m in sys.modules if m.startswith("deep_nmt_hf.training"))}
-from deep_nmt_hf.cli.common import complete_package_import
-complete_package_import()
-import deep_nmt_hf.training
+         "training_modules": sorted(m for m in sys.modules if m.startswith("deep_nmt_hf.training")),
+         "registered": deep_nmt_hf._registered}
+deep_nmt_hf.register()
+from transformers import AutoConfig
 from deep_nmt_hf.training import TrainingOptions, train
-light["real"] = TrainingOptions is deep_nmt_hf.training.options.TrainingOptions
+light["real"] = TrainingOptions is sys.modules["deep_nmt_hf.training.options"].TrainingOptions
+light["auto"] = type(AutoConfig.for_model("deep_nmt_admin")).__name__
 print(json.dumps(light))
 """
 
 
-def test_train_help_reads_the_options_without_torch_and_leaves_the_package_to_import() -> None:
-    """The launcher builds `train`'s parser from `training/options.py` without running `training/__init__.py`
-    (torch), and leaves nothing behind: the package's real import afterwards is the usual one."""
+def test_train_help_reads_the_options_without_torch_and_registers_after() -> None:
+    """The launcher builds `train`'s parser from `training/options.py` with the package's lazy names (PEP 562:
+    no torch, no stand-in package, no module dropped or re-run); registration, held while it parses, runs once
+    asked and the same modules serve the rest of the process."""
     result = subprocess.run(
         [sys.executable, "-c", LIGHT_PARSE],
         capture_output=True,
@@ -276,7 +280,17 @@ def test_train_help_reads_the_options_without_torch_and_leaves_the_package_to_im
     )
     assert result.returncode == 0, result.stderr
     probe = json.loads(result.stdout.strip().splitlines()[-1])
-    assert probe == {"heavy": [], "training_modules": [], "real": True}
+    assert probe == {
+        "heavy": [],
+        "training_modules": [
+            "deep_nmt_hf.training",
+            "deep_nmt_hf.training.options",
+            "deep_nmt_hf.training.precision",
+        ],
+        "registered": False,
+        "real": True,
+        "auto": "AdminConfig",
+    }
 
 
 if __name__ == "__main__":  # rewrite the fixture from the current parser

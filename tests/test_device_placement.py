@@ -30,7 +30,6 @@ import deep_nmt_hf
 from deep_nmt_hf.model.modeling_deep_nmt import SinusoidalPositions, sinusoidal_table
 from deep_nmt_hf.publish.folding import fold_to_stock, probe_batch
 from deep_nmt_hf.training.admin_profiling import admin_profile, broadcast_omegas, current_omegas, set_omegas
-from deep_nmt_hf.training.length_penalty import gnmt_beam_search
 
 VARIANTS = list(deep_nmt_hf.VARIANTS)
 # every variant that folds into a stock class: name -> (variant, config fields)
@@ -161,14 +160,20 @@ def generate_cache_check(
         return_dict_in_generate=True,
         output_scores=True,
     )
-    if gnmt:
-        settings.update(custom_generate=gnmt_beam_search, length_penalty=0.6)
+    saved = model.generation_config
+    if gnmt:  # the model's generate applies the form its generation config names
+        settings.update(length_penalty=0.6)
+        model.generation_config = copy.deepcopy(saved)
+        model.generation_config.length_penalty_form = "gnmt"
     outputs = {}
-    for use_cache in (True, False):
-        with guard(), torch.no_grad(), autocast(device, precision):
-            outputs[use_cache] = model.generate(
-                input_ids=ids, attention_mask=mask, use_cache=use_cache, **settings
-            )
+    try:
+        for use_cache in (True, False):
+            with guard(), torch.no_grad(), autocast(device, precision):
+                outputs[use_cache] = model.generate(
+                    input_ids=ids, attention_mask=mask, use_cache=use_cache, **settings
+                )
+    finally:
+        model.generation_config = saved
     cached, uncached = outputs[True], outputs[False]
     assert cached.sequences.device.type == device.type
     assert torch.equal(cached.sequences, uncached.sequences), (cached.sequences, uncached.sequences)

@@ -46,7 +46,7 @@ def test_precision_option_is_validated_naming_field_value_and_choices() -> None:
         TrainingOptions(**BASE, precision="fp8")
     with pytest.raises(ValueError, match=r"precision='fp16' is not available with fsdp=True.*use bf16"):
         TrainingOptions(**BASE, precision="fp16", fsdp=True)
-    assert CLI_PRECISIONS == PRECISIONS  # the light launcher's static table
+    assert CLI_PRECISIONS is PRECISIONS  # one table: `deep-nmt train --help` reads training/precision.py
 
 
 def test_precision_flags_and_their_aliases_exclude_each_other(capsys: pytest.CaptureFixture[str]) -> None:

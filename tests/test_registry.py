@@ -71,8 +71,8 @@ print(json.dumps({{"loaded": loaded, "variants": list(module.VARIANT_SPECS)}}))
 
 
 def test_the_launcher_reads_the_registry_without_running_the_package_init() -> None:
-    """`deep-nmt train --help` (deep_nmt_hf_cli: the package module in sys.modules, its __init__ not run) lists
-    the registry's names: the registry is imported, torch and the config module are not."""
+    """`deep-nmt train --help` (deep_nmt_hf_cli: the package imported with its registration held) lists the
+    registry's names: the registry is imported, torch and the config module are not."""
     probe = """
 import contextlib, io, json, sys
 from deep_nmt_hf_cli import main
@@ -84,7 +84,7 @@ with contextlib.redirect_stdout(io.StringIO()) as out:
 reg, cli_names = sys.modules["deep_nmt_hf.model.registry"], sys.modules["deep_nmt_hf.cli.names"]
 print(json.dumps({
     "heavy": sorted(name for name in ("torch", "transformers", "datasets") if name in sys.modules),
-    "deferred": getattr(sys.modules["deep_nmt_hf"], "_import_deferred", False),
+    "deferred": not sys.modules["deep_nmt_hf"]._registered,
     "config_module": "deep_nmt_hf.model.configuration_deep_nmt" in sys.modules,
     "registry_file": reg.__file__,
     "same_choices": cli_names.CHOICE_VALUES is reg.CHOICES,

@@ -106,8 +106,9 @@ def test_cache_layer_classes_and_their_fields() -> None:
 
 
 def test_beam_search_hooks_of_the_gnmt_penalty() -> None:
-    """GenerationMixin._beam_search, _update_finished_beams and _check_early_stop_heuristic with the keyword
-    arguments length_penalty.gnmt_beam_search rewrites."""
+    """GenerationMixin._beam_search (looked up on the model's class by `generate`), _update_finished_beams and
+    _check_early_stop_heuristic (called through the model, by keyword) with the keyword arguments that
+    model/length_penalty.GNMTLengthPenaltyMixin overrides and rewrites."""
     from transformers import GenerationMixin
 
     assert {"input_ids", "logits_processor", "stopping_criteria", "generation_config"} <= parameters(

@@ -21,7 +21,6 @@ from .common import (
     _setup_logging,
     add_threads_flag,
     apply_threads,
-    complete_package_import,
     precheck,
 )
 from .interrupt import EXIT_INTERRUPTED, interrupted_message
@@ -64,7 +63,9 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print(f"error: {err}", file=sys.stderr)
         return EXIT_ERROR
-    complete_package_import()
+    from .. import register
+
+    register()  # the Auto classes (torch, transformers); the `deep-nmt` launcher held it until now
     apply_threads(args)  # before any torch work
     _setup_logging(quiet=getattr(args, "no_progress", False))
     from safetensors import SafetensorError

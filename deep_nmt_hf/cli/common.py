@@ -92,14 +92,6 @@ def _load_model(model: str) -> tuple[Any, Any]:
         ) from error
 
 
-def complete_package_import() -> None:
-    """Run `deep_nmt_hf/__init__.py` (Auto-class registration: torch, transformers) if the `deep-nmt` launcher
-    (deep_nmt_hf_cli) deferred it to get the arguments checked first; a no-op after a normal import."""
-    package = sys.modules["deep_nmt_hf"]
-    if package.__dict__.pop("_import_deferred", False):
-        package.__spec__.loader.exec_module(package)
-
-
 def precheck(args: argparse.Namespace) -> None:
     """Checks that need no heavy import, run before any: paths that must exist, the variant name, the model
     argument (a saved model directory with readable weights, or for `translate` a Hub id) and --threads."""

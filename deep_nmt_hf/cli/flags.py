@@ -15,16 +15,13 @@ A `bool` field (default False) becomes a switch (``store_true``); a field withou
 `TrainingOptions` (`deep_nmt_hf/training/options.py`) declares its fields with `option(...)`, which writes
 this metadata; `deep-nmt train` (`cli/train.py`) places the flags.
 
-Imports only the standard library: `deep-nmt --help` builds the parser without torch (see `light_import`).
+Imports only the standard library: `deep-nmt --help` builds the parser without torch.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
-import importlib
-import importlib.util
-import sys
 import types
 import typing
 from collections.abc import Iterable
@@ -131,24 +128,3 @@ def add_field_flags(container: Any, cls: type, names: Iterable[str] | None = Non
 def field_values(args: argparse.Namespace, cls: type) -> dict[str, Any]:
     """{field name: parsed value} for every field of `cls` whose flag was parsed into `args`."""
     return {f.name: getattr(args, flag_dest(f)) for f in flag_fields(cls) if hasattr(args, flag_dest(f))}
-
-
-def light_import(name: str) -> types.ModuleType:
-    """Module `name`, for the parser, without running its package's __init__ (``deep_nmt_hf.training``'s
-    imports torch): the module itself once the package is imported, else a copy loaded under a bare stand-in
-    for the package and then dropped from `sys.modules` with the stand-in, so that the package's real import
-    later runs as usual. The module and the siblings it imports at module level must need only the standard
-    library."""
-    package = name.rpartition(".")[0]
-    if package in sys.modules:
-        return importlib.import_module(name)
-    spec = importlib.util.find_spec(package)
-    if spec is None:
-        raise ModuleNotFoundError(f"no package {package}", name=package)
-    before = set(sys.modules)
-    sys.modules[package] = importlib.util.module_from_spec(spec)  # its __init__ not run
-    try:
-        return importlib.import_module(name)
-    finally:
-        for loaded in set(sys.modules) - before:
-            del sys.modules[loaded]

@@ -8,7 +8,6 @@ import json
 from typing import Any
 
 from .common import _add_data_flags, _data_source, _HelpFormatter
-from .flags import light_import
 
 
 def _add_data_path_flags(parser: argparse.ArgumentParser) -> None:
@@ -42,7 +41,9 @@ def add_parsers(commands: Any) -> dict[str, Any]:
         "--tokenizer-sample 1000000 --output-dir out/en-de ...",
     )
     # the defaults train's flags have (TrainingOptions' fields), so that train finds what this caches
-    default = light_import("deep_nmt_hf.training.options").option_default
+    # light: training/__init__.py's names are lazy and options.py needs only the standard library
+    from ..training.options import option_default as default
+
     _add_data_flags(parser)
     parser.add_argument("--src-lang", required=True, help="source language code (file suffix / JSON key)")
     parser.add_argument("--tgt-lang", required=True, help="target language code (file suffix / JSON key)")

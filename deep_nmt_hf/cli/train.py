@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from .common import _add_data_flags, _choice_help, _data_source, _HelpFormatter, _print_scores, _variant_names
-from .flags import FieldFlags, flag_default, flag_dest, flag_fields, light_import
+from .flags import FieldFlags, flag_default, flag_dest, flag_fields
 from .preprocess import _add_data_path_flags
 from .schedule_flags import add_schedule_flags, preset_help, schedule_flag_values
 
@@ -30,7 +30,10 @@ def _add_train_flags(parser: argparse.ArgumentParser) -> None:
     """The flags of `deep-nmt train`: those of `TrainingOptions` fields are generated from the fields'
     metadata (help, choices, defaults: training/options.py) and only placed here; the others are written by
     hand, each saying why."""
-    options = FieldFlags(light_import("deep_nmt_hf.training.options").TrainingOptions)
+    # light: training/__init__.py's names are lazy and options.py needs only the standard library
+    from ..training import options as training_options
+
+    options = FieldFlags(training_options.TrainingOptions)
     _add_data_flags(parser)  # by hand: one field (data_source), three exclusive flags; shared with evaluate
     options.add(parser, "src_lang", "tgt_lang", "output_dir", "train_split", "valid_split", "test_split")
 

@@ -51,6 +51,7 @@ from .initialization import (
 )
 from .layer_aggregation import LayerAggregation
 from .layer_sharing import stack_plan
+from .length_penalty import GNMTLengthPenaltyMixin
 from .merged_attention import MergedAttention, target_padding_of
 from .pipeline_shipping import carrying_translation_pipeline
 from .positions import OffsetPositions
@@ -885,9 +886,10 @@ def default_generation_config(config: DeepNMTConfig) -> GenerationConfig:
     )
 
 
-class DeepNMTForConditionalGeneration(DeepNMTPreTrainedModel, GenerationMixin):
+class DeepNMTForConditionalGeneration(GNMTLengthPenaltyMixin, DeepNMTPreTrainedModel, GenerationMixin):
     """DeepNMTModel plus the output projection (tied to the target embedding when `tie_word_embeddings`: the
-    shared one, or the decoder's own with `share_encoder_decoder_embeddings=False`)."""
+    shared one, or the decoder's own with `share_encoder_decoder_embeddings=False`). Its `generate` applies the
+    generation config's length-penalty form (GNMT's where it says so: length_penalty.py)."""
 
     _tied_weights_keys = {"lm_head.weight": "model.shared.weight"}
 

@@ -21,7 +21,9 @@ embeddings (no LayerNorm before it): ADMIN keeps its ω at 1; DeepNorm's α ther
 LN(α x + f(x)) = LN(x + f(x)/α) up to LayerNorm's epsilon (f's output projection divided by α).
 
 `fold_to_stock` checks on a probe batch that logits agree to `atol` (1e-4, fp32) and that beam-4 outputs are
-identical before it returns, and raises `FoldCheckError` otherwise.
+identical before it returns, and raises `FoldCheckError` otherwise. The stock classes rank beams by Transformers'
+``len^α`` only: a model whose generation config asks for GNMT's length penalty (`model/length_penalty.py`) is
+checked under ``len^α`` and its folded copy says ``length_penalty_form="fairseq"``, with a warning.
 
 Devices and dtypes: the fold works where the model lives. The stock model, the probe batch and every tensor the
 fold makes are created on the model's device (never on the default device), so a CUDA-resident model folds on its
@@ -34,6 +36,7 @@ from __future__ import annotations
 
 import copy
 import json
+import logging
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -50,7 +53,10 @@ from transformers import (
 )
 
 from ..data.atomic import atomic_directory
+from ..model.length_penalty import length_penalty_form
 from ..model.registry import CHOICES, FOLD_TARGETS, FOLDABLE, FSMT, VARIANT_SPECS
+
+logger = logging.getLogger(__name__)
 
 STOCK_LAYER_NORM_EPS = 1e-5
 
@@ -343,11 +349,14 @@ def compare_models(
     modes = original.training, folded.training
     original.eval(), folded.eval()
     try:
-        generation = dict(num_beams=num_beams, max_length=max_new_tokens + 1, do_sample=False)
+        # one search for both, the one the stock classes can run: Transformers' len^α (the fold checks the function)
+        search = copy.deepcopy(original.generation_config)
+        search.update(num_beams=num_beams, max_length=max_new_tokens + 1, do_sample=False)
+        search.length_penalty_form = "fairseq"
         batch_a = {k: v.to(_device_of(original)) for k, v in batch.items()}
         batch_b = {k: v.to(_device_of(folded)) for k, v in batch.items()}
-        reference = original.generate(**batch_a, **generation)
-        candidate = folded.generate(**batch_b, **generation).to(reference.device)
+        reference = original.generate(**batch_a, generation_config=search)
+        candidate = folded.generate(**batch_b, generation_config=search).to(reference.device)
         logits_a = original(**batch_a, decoder_input_ids=reference).logits.float()
         logits_b = folded(**batch_b, decoder_input_ids=reference.to(_device_of(folded))).logits.float()
         same = reference.shape == candidate.shape and torch.equal(reference, candidate)
@@ -432,6 +441,13 @@ def fold_to_stock(
     if hasattr(stock, "final_logits_bias"):
         stock.final_logits_bias.zero_()
     stock.generation_config = copy.deepcopy(model.generation_config)
+    if length_penalty_form(stock.generation_config) == "gnmt":
+        logger.warning(
+            "generation_config.length_penalty_form='gnmt': the folded %s ranks beams by len^α (the stock classes "
+            "have no GNMT length penalty), so its beam-search translations can differ from the original's",
+            stock_cls.__name__,
+        )
+        stock.generation_config.length_penalty_form = "fairseq"
     check_batch = batch if batch is not None else probe_batch(config, device=device)
     report = compare_models(reference, stock, {k: v.to(device) for k, v in check_batch.items()})
     if report.max_abs_logit_diff > atol or not report.beam_outputs_identical:

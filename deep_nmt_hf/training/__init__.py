@@ -16,21 +16,44 @@ checkpoints too) and renamed to ``output_dir`` only when the model, tokenizer, g
 ``metrics.json`` are complete, so a crash never leaves a half-written model directory. If a run fails after
 writing checkpoints, the staging directory is kept so that ``resume=True`` can continue it.
 
-The package has one module per job: `options` (TrainingOptions, the NMT recipe), `resolution` (`resolve_run`:
-where each value of a run comes from), `inputs` (variant, config, splits, tokenization), `trainer` (DeepNMTTrainer), `divergence`, `staging`, `metrics`, `translation`, `run`
+The public names below are lazy (PEP 562: each module is imported when a name of it is first read). The
+package has one module per job: `options` (TrainingOptions, the NMT recipe), `resolution` (`resolve_run`: where
+each value of a run comes from), `inputs` (variant, config, splits, tokenization), `trainer` (DeepNMTTrainer), `divergence`, `staging`, `metrics`, `translation`, `run`
 (`train`).
 """
 
-from ..data.corpus import tokenize_dataset
-from .divergence import DivergenceCallback, TrainingDivergedError
-from .inputs import VALID_SPLIT_CANDIDATES, build_config, resolve_variant, training_corpus
-from .metrics import compute_translation_metrics, make_compute_metrics, paired_bootstrap
-from .options import ADAM_BETAS, TRAIN_SAMPLING, TrainingOptions, nmt_recipe
-from .resolution import ResolvedRun, resolve_run
-from .run import train
-from .staging import METRICS_FILE, SAVING_DIR, staged_output_dir
-from .trainer import LOSS_COMPONENTS, DeepNMTTrainer
-from .translation import evaluate_model, translate
+import importlib
+from typing import Any
+
+# public name -> the module that defines it (relative to this package): read on first use (PEP 562), so that
+# `deep-nmt --help` imports `training.options` (standard library only) without torch, transformers or datasets
+_EXPORTS: dict[str, str] = {
+    "tokenize_dataset": "..data.corpus",
+    **dict.fromkeys(("DivergenceCallback", "TrainingDivergedError"), ".divergence"),
+    **dict.fromkeys(
+        ("VALID_SPLIT_CANDIDATES", "build_config", "resolve_variant", "training_corpus"), ".inputs"
+    ),
+    **dict.fromkeys(("compute_translation_metrics", "make_compute_metrics", "paired_bootstrap"), ".metrics"),
+    **dict.fromkeys(("ADAM_BETAS", "TRAIN_SAMPLING", "TrainingOptions", "nmt_recipe"), ".options"),
+    **dict.fromkeys(("ResolvedRun", "resolve_run"), ".resolution"),
+    "train": ".run",
+    **dict.fromkeys(("METRICS_FILE", "SAVING_DIR", "staged_output_dir"), ".staging"),
+    **dict.fromkeys(("LOSS_COMPONENTS", "DeepNMTTrainer"), ".trainer"),
+    **dict.fromkeys(("evaluate_model", "translate"), ".translation"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(_EXPORTS[name], __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
+
 
 __all__ = [
     "ADAM_BETAS",

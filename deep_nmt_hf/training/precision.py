@@ -34,7 +34,7 @@ from typing import Any
 
 logger = logging.getLogger(__name__)
 
-PRECISIONS = ("fp32", "bf16", "fp16")  # cli/names.py holds the same tuple for the light launcher
+PRECISIONS = ("fp32", "bf16", "fp16")  # `deep-nmt train --help` lists them: this module imports no torch
 # fairseq's --min-loss-scale default: below it the fp16 gradients overflow at any useful scale (the loss explodes)
 MIN_LOSS_SCALE = 1e-4
 _FLAGS = {

@@ -18,7 +18,6 @@ from transformers import (
 )
 
 from ..data import load_parallel
-from .length_penalty import generation_kwargs
 from .metrics import compute_translation_metrics
 
 logger = logging.getLogger(__name__)
@@ -78,9 +77,8 @@ def translate(
                 limit = min(cap - 1, 2 * batch["input_ids"].shape[1] + 10)
             # max_length counts the decoder start token: the same bound as max_new_tokens=limit, without the
             # warning about max_new_tokens and the generation config's max_length both being set
-            # a saved GNMT length penalty (length_penalty.py) needs its beam-search hook
-            hook = generation_kwargs(model.generation_config) if num_beams > 1 else {}
-            output = model.generate(**batch, num_beams=num_beams, max_length=limit + 1, **hook)
+            # the model's generate applies its saved length-penalty form (model/length_penalty.py)
+            output = model.generate(**batch, num_beams=num_beams, max_length=limit + 1)
             texts = tokenizer.batch_decode(output, skip_special_tokens=True)
             for k, text in zip(chunk, texts, strict=True):
                 results[todo[k]] = text.strip()
