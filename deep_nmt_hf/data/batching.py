@@ -206,7 +206,7 @@ def checked_buckets(buckets: Sequence[int]) -> tuple[int, ...]:
     if (
         not values
         or any(isinstance(v, bool) or not isinstance(v, int) or v < 1 for v in values)
-        or any(a >= b for a, b in zip(values, values[1:]))
+        or any(a >= b for a, b in zip(values, values[1:], strict=False))
     ):
         raise ValueError(f"length_buckets={values!r} must be strictly increasing positive integers")
     return values

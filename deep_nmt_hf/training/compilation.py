@@ -39,6 +39,7 @@ import torch
 from torch import nn
 
 REGION_ATTRIBUTE = "_deep_nmt_region"
+RECOMPILE_LIMIT = 32
 
 
 def layer_regions(model: nn.Module) -> list[nn.Module]:
@@ -80,6 +81,10 @@ def _region_call(layer: nn.Module, compiled: Callable[..., Any]) -> Callable[...
     def call(*args: Any, **kwargs: Any) -> Any:
         if _eager_only(layer) or torch.compiler.is_compiling():
             return layer._call_impl(*args, **kwargs)
+        if kwargs.get("cache") is None:
+            # without a cache the slot index is read by nothing: dropped, so that the decoder's applications
+            # (0, 1, 2, ...) do not each guard a graph of their own
+            kwargs.pop("cache_index", None)
         for value in args:
             _mark_dynamic(value)
         for value in kwargs.values():
@@ -106,6 +111,10 @@ def compile_regions(
     if mode is not None:
         options["mode"] = mode
     regions = layer_regions(model)
+    # every layer class shares one code object (Transformers' `GradientCheckpointingLayer` forward wrapper), whose
+    # graphs are one per class and input form (mask or none; CAD's layers without cross-attention): allow them
+    limit = torch._dynamo.config.recompile_limit
+    torch._dynamo.config.recompile_limit = max(limit, RECOMPILE_LIMIT)
     for layer in regions:
         if getattr(layer, REGION_ATTRIBUTE, False):
             continue
@@ -121,4 +130,52 @@ def compiled_regions(model: nn.Module) -> list[nn.Module]:
     return [layer for layer in layer_regions(model) if getattr(layer, REGION_ATTRIBUTE, False)]
 
 
-__all__ = ["compile_regions", "compiled_regions", "layer_regions"]
+def _decoding_step(kwargs: dict[str, Any]) -> bool:
+    """A decoding step after the prefill over a static (compile-ready) cache: one new target position."""
+    cache = kwargs.get("cache", kwargs.get("past_key_values"))
+    ids = kwargs.get("decoder_input_ids")
+    return (
+        ids is not None
+        and ids.shape[-1] == 1
+        and cache is not None
+        and bool(getattr(getattr(cache, "self_attention_cache", cache), "is_compileable", False))
+    )
+
+
+def compiled_decoding(
+    model: nn.Module, *, backend: str | None = None, mode: str | None = None, fullgraph: bool = True
+) -> nn.Module:
+    """Make `model.generate` decode with a static cache through `torch.compile` (`deep-nmt translate --compile`),
+    for every variant and for a folded model (MarianMTModel / Pegasus) alike, greedy and beam search.
+
+    Greedy / sampling take Transformers' own path: the generation config's ``cache_implementation="static"`` and a
+    `CompileConfig` (here also on a CPU: Transformers compiles by default on CUDA only; its private
+    `CompileConfig._compile_all_devices` asks for it everywhere). Beam search has no compiled path in Transformers
+    (5.24 compiles `_sample` only), so the model's own call is compiled in place for the decoding steps (one new
+    position over a static cache; `nn.Module.compile`'s ``_compiled_call_impl``); the prefill runs eager.
+    ``fullgraph=True`` by default: a graph break in a decoding step raises. One graph per (batch × beams, cache
+    length), reused across batches of that shape. Pays for long outputs and many batches on a GPU, where beam search
+    is host-bound (issue #55: ADMIN 60L-12L decodes at 36-6's speed); compiling takes seconds to a minute first.
+    Returns `model`."""
+    from transformers import CompileConfig
+
+    options: dict[str, Any] = {"fullgraph": fullgraph, "backend": backend or "inductor", "mode": mode}
+    on_cuda = any(p.is_cuda for p in model.parameters())
+    if mode is None and backend in (None, "inductor") and on_cuda:
+        options["mode"] = "reduce-overhead"  # CUDA graphs: the launches of a step replayed at once
+    config = CompileConfig(**options)
+    config._compile_all_devices = True
+    model.generation_config.cache_implementation = "static"
+    model.generation_config.compile_config = config
+    compiled = torch.compile(model._call_impl, **options)
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        if torch.compiler.is_compiling() or model.training or args or not _decoding_step(kwargs):
+            return model._call_impl(*args, **kwargs)
+        return compiled(**kwargs)
+
+    model._compiled_call_impl = call
+    return model
+
+
+__all__ = ["compile_regions", "compiled_decoding", "compiled_regions", "layer_regions"]
