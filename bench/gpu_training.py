@@ -848,22 +848,28 @@ def generate_rows(results: Results, corpus: dict, args: argparse.Namespace, devi
     ids, mask = ids.to(device), ids.ne(0).long().to(device)
     names = (["marian-6-6"] if "marian-6-6" not in args.variants else []) + list(args.variants)
     for name in names:
-        modes = ["eager"] + (
-            ["static+compiled"] if name in args.compile_variants or "all" in args.compile_variants else []
-        )
+        compiled = name in args.compile_variants or "all" in args.compile_variants
+        modes = ["eager"] + (["static+compiled"] if compiled else [])
+        if compiled and MODELS.get(name, ("",))[0] == "admin":  # folded into MarianMTModel, then compiled
+            modes.append("folded+static+compiled")
         for mode in modes:
             row = {"model": name, "mode": mode, "batch": len(sources), "num_beams": 4}
 
             def measure(name: str = name, mode: str = mode) -> dict:
+                from deep_nmt_hf.training.compilation import compiled_decoding
+
                 model = build_model(name, args).to(device).eval()
                 settings = dict(
                     num_beams=4, max_new_tokens=args.generate_tokens, min_new_tokens=args.generate_tokens
                 )
-                if mode != "eager":
-                    settings["cache_implementation"] = "static"
-                    model.forward = torch.compile(
-                        model.forward, mode="reduce-overhead" if device.type == "cuda" else None
-                    )
+                if mode.startswith("folded"):
+                    from deep_nmt_hf.publish.folding import fold_to_stock
+
+                    model = fold_to_stock(model)[0].to(device).eval()
+                if (
+                    mode != "eager"
+                ):  # `deep-nmt translate --compile`: static cache, the decoding steps compiled
+                    compiled_decoding(model)
                 try:
                     with torch.inference_mode():
                         model.generate(input_ids=ids, attention_mask=mask, **settings)  # warm-up / compile
