@@ -21,6 +21,7 @@
 # Before the call (the depth row reads Multi30k, which does not travel from ../shared):
 #   mkdir -p .gpu_shared/data && cp -r ../shared/data/multi30k .gpu_shared/data/ && echo /.gpu_shared/ >> .git/info/exclude
 #   and name .gpu_shared in the call's carry (with .whl where wheels are needed: ../shared/GPU.md).
+# A part that did not fit (skipped, logged) runs in a second call with PARTS naming it, e.g. PARTS="dlcl test decode".
 # Rehearse on a CPU first: QUICK=1 OUT=/tmp/gpu_check bash bench/gpu_check.sh (tiny shapes, about 10 minutes on 2
 # shared cores). Run from the repository root; see bench/README.md, "GPU training bench".
 set -u
@@ -30,7 +31,9 @@ LOG="$OUT/run.log"
 PY=${PYTHON:-python3}
 QUICK=${QUICK:-}  # QUICK=1: the same commands as a CPU smoke run (tiny shapes), to check the script before a call
 BUDGET=${BUDGET:-570}  # seconds for the whole call: a part that would start later is skipped
+PARTS=${PARTS:-stalls compile depth launch dlcl test decode}  # e.g. PARTS="dlcl test decode" for a second call
 START=$(date +%s)
+WORK=$(mktemp -d /tmp/gpu_check.XXXXXX)  # the launches' data and outputs: fresh every call
 if [ -d .whl ] && [ -z "$QUICK" ]; then
   "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
     >> "$LOG" 2>&1 && export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
@@ -55,9 +58,11 @@ else
   DDP=examples/accelerate/ddp_1node.yaml; FSDP=examples/accelerate/fsdp.yaml; STEPS=20
 fi
 part() { echo "== $(date -u +%T) $*" >> "$LOG"; }
-# run NAME SECONDS COMMAND...: under `timeout`, unless fewer than SECONDS / 3 are left of the budget
+# run NAME SECONDS COMMAND...: under `timeout`, unless NAME's part is not in $PARTS or fewer than SECONDS / 3
+# are left of the budget
 run() {
   local name=$1 limit=$2; shift 2
+  case " $PARTS " in *" ${name%%_*} "*) ;; *) part "$name not in PARTS"; return ;; esac
   local left=$((BUDGET - ($(date +%s) - START)))
   if [ "$left" -lt $((limit / 3)) ]; then part "$name skipped: ${left}s left of ${BUDGET}s"; return; fi
   [ "$left" -lt "$limit" ] && limit=$left
@@ -67,7 +72,7 @@ run() {
 }
 
 # 1) per-shape stalls (issue #55 item 1)
-run stalls 120 "$PY" bench/gpu_training.py $DEV $TRAIN_Q --sections stalls $STALL --out "$OUT/gpu_stalls"
+run stalls 150 "$PY" bench/gpu_training.py $DEV $TRAIN_Q --sections stalls $STALL --out "$OUT/gpu_stalls"
 # 2) eager against regional compilation, raw loop and the deep-nmt train path (item 2)
 run compile 120 "$PY" bench/gpu_training.py $DEV $TRAIN_Q --sections train trainer --precisions bf16 fp32 \
   --variants admin-18-6 base-6-6 --compile-variants admin-18-6 --compile-modes regions --trainer-variants admin-18-6 \
@@ -77,22 +82,23 @@ ROW_START=$(date +%s)
 run depth_row 150 "$PY" bench/depth_multi30k.py --only admin-18-6 --jobs 1 $DEPTH
 ROW_WALL=$(($(date +%s) - ROW_START))
 # 4) the one-process NCCL launches of examples/accelerate/README.md, train and save (item 5)
-"$PY" -c "from deep_nmt_hf.data import write_parallel_dir; from deep_nmt_hf.data.synthetic import demo_splits, \
-SRC_LANG, TGT_LANG; write_parallel_dir(demo_splits(train=256, valid=16, test=16, seed=7)['train'], '/tmp/gpu-data', \
+want() { case " $PARTS " in *" $1 "*) return 0 ;; esac; return 1; }
+want launch && "$PY" -c "from deep_nmt_hf.data import write_parallel_dir; from deep_nmt_hf.data.synthetic import demo_splits, \
+SRC_LANG, TGT_LANG; write_parallel_dir(demo_splits(train=256, valid=16, test=16, seed=7)['train'], '$WORK/gpu-data', \
 'train', SRC_LANG, TGT_LANG)" >> "$LOG" 2>&1
-TRAIN="-m deep_nmt_hf.cli train --data-dir /tmp/gpu-data --src-lang sa --tgt-lang sb --vocab-size 200 --variant dlcl \
+TRAIN="-m deep_nmt_hf.cli train --data-dir $WORK/gpu-data --src-lang sa --tgt-lang sb --vocab-size 200 --variant dlcl \
 --encoder-layers 6 --decoder-layers 2 --d-model 64 --heads 4 --ffn-dim 128 --batch-size 16 --max-steps $STEPS \
 --logging-steps 5 --train-sampling random --num-beams 1 --no-progress"
-run launch_ddp 45 accelerate launch --config_file $DDP --num_processes 1 $TRAIN --output-dir /tmp/out/gpu-ddp
-run launch_fsdp 45 accelerate launch --config_file $FSDP --num_processes 1 $TRAIN --output-dir /tmp/out/gpu-fsdp
-"$PY" - "$OUT/launch_depth.json" "$ROW_WALL" "$DEEP_NMT_BENCH_CACHE" "${QUICK:-}" >> "$LOG" 2>&1 <<'EOF'
+run launch_ddp 45 accelerate launch --config_file $DDP --num_processes 1 $TRAIN --output-dir $WORK/out/gpu-ddp
+run launch_fsdp 45 accelerate launch --config_file $FSDP --num_processes 1 $TRAIN --output-dir $WORK/out/gpu-fsdp
+{ want launch || want depth; } && "$PY" - "$OUT/launch_depth.json" "$ROW_WALL" "$DEEP_NMT_BENCH_CACHE" "${QUICK:-}" "$WORK" >> "$LOG" 2>&1 <<'EOF'
 import json, sys
 from pathlib import Path
 
-out, wall, cache, quick = Path(sys.argv[1]), int(sys.argv[2]), Path(sys.argv[3]), bool(sys.argv[4])
+out, wall, cache, quick, work = Path(sys.argv[1]), int(sys.argv[2]), Path(sys.argv[3]), bool(sys.argv[4]), sys.argv[5]
 result = {"launch": {}, "depth_row": {"wall_s": wall}}
 for name in ("gpu-ddp", "gpu-fsdp"):
-    metrics = Path("/tmp/out") / name / "metrics.json"
+    metrics = Path(work) / "out" / name / "metrics.json"
     saved = sorted(p.name for p in metrics.parent.glob("*")) if metrics.parent.is_dir() else []
     record = json.loads(metrics.read_text()) if metrics.is_file() else {}
     hyper = record.get("hyperparameters", {})
