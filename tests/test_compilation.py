@@ -2,7 +2,7 @@
 (``fullgraph=True``: a graph break in a layer raises), the compiled training step equals the eager one, batches of
 changing shapes do not recompile per batch, and what is compiled does not grow with depth.
 
-Backend: ``aot_eager`` for the training step of the variants with layer code of their own (dynamo captures each
+Backend: ``aot_eager`` for MAtt's training step (the variant with the most layer code of its own: dynamo captures each
 layer, AOTAutograd traces its forward and backward: the capture inductor starts from, without inductor's C++ code
 generation, which takes minutes on a shared 2-core CPU — and aot_eager itself 10-40 s a variant there, so the
 other variants use ``eager``, dynamo's capture alone, where graph breaks show); the recompilation and depth

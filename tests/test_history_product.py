@@ -9,8 +9,8 @@ from __future__ import annotations
 import pytest
 import torch
 from factories import VOCAB, padded_batch, tiny_model
-from torch._dynamo.utils import counters
 from test_layer_aggregation import reference_combine, saved_bytes
+from torch._dynamo.utils import counters
 
 from deep_nmt_hf.model import layer_aggregation
 from deep_nmt_hf.model.layer_aggregation import LayerAggregation, use_history_product
