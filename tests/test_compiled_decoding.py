@@ -1,6 +1,6 @@
 """Compiled decoding for every variant (issue #55 item 3): `compiled_decoding` (what `deep-nmt translate --compile`
 calls) makes `generate` decode with a static cache through `torch.compile` with ``fullgraph=True``, and beam search
-gives eager decoding's tokens and scores, for every variant and for the stock models ADMIN and shared layers fold
+gives eager decoding's tokens and scores, for every variant and for the stock model ADMIN and DeepNorm fold
 into (`FOLDED`; the other foldable variants fold into the same classes).
 
 Backend ``eager`` (dynamo's capture, which is what a graph break would fail; inductor's code generation takes
@@ -21,8 +21,8 @@ import deep_nmt_hf
 from deep_nmt_hf.publish.folding import fold_to_stock
 from deep_nmt_hf.training.compilation import compiled_decoding
 
-# folded into MarianMTModel / PegasusForConditionalGeneration (unrolled shared layers): the stock classes' decoding
-FOLDED = ("admin", "shared_layers")
+# folded into MarianMTModel (their ω / α folded into the weights): the stock class's decoding
+FOLDED = ("admin", "deepnorm")
 NO_EOS = dict(eos_token_id=None, forced_eos_token_id=None)
 
 
