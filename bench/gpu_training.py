@@ -77,12 +77,15 @@ MODELS: dict[str, tuple[str, int, int, dict[str, Any]]] = {
     "shared-8x5-4x2": ("shared_layers", 8, 4, {"encoder_layer_repeats": 5, "decoder_layer_repeats": 2}),
 }
 QUICK_MODELS = ("base-6-6", "admin-18-6")
+MAX_POSITIONS = 256  # the benched models' max_position_embeddings: loader.py's buckets reach it
 PRECISIONS = ("fp32", "bf16", "fp16")
-SECTIONS = ("split", "trainer", "train", "generate")
+SECTIONS = ("split", "trainer", "train", "generate", "stalls")
+STALL_PLANS = ("exact", "pad8", "buckets")
 ROW_FIELDS = {
     "train": ("model", "precision", "mode", "status", "step_ms", "target_tokens_per_s", "peak_memory_mib"),
     "trainer": ("model", "precision", "status", "trainer_step_ms", "raw_step_ms", "trainer_over_raw"),
     "generate": ("model", "mode", "status", "sentences_per_s"),
+    "stalls": ("model", "precision", "plan", "cudnn_sdp", "status", "trainer_over_raw_tokens_per_s"),
 }
 
 
@@ -241,7 +244,7 @@ def build_model(name: str, args: argparse.Namespace) -> torch.nn.Module:
     shape = dict(
         vocab_size=w["vocab"], d_model=w["d_model"], encoder_layers=enc, decoder_layers=dec,
         encoder_attention_heads=w["heads"], decoder_attention_heads=w["heads"], encoder_ffn_dim=w["ffn"],
-        decoder_ffn_dim=w["ffn"], max_position_embeddings=256, pad_token_id=0, eos_token_id=1,
+        decoder_ffn_dim=w["ffn"], max_position_embeddings=MAX_POSITIONS, pad_token_id=0, eos_token_id=1,
         decoder_start_token_id=0,
     )  # fmt: skip
     if variant == "marian":
@@ -331,30 +334,49 @@ def bench_pad(args: argparse.Namespace, device: torch.device) -> int:
     """The new pipeline's padding multiple on `device` (1: exact lengths)."""
     if args.pad == "auto":
         return 8 if device.type == "cuda" else 1
+    if args.pad == "buckets":
+        return 8
     return args.pad or 1
 
 
+def bench_buckets(args: argparse.Namespace, device: torch.device) -> tuple[int, ...] | None:
+    """The new pipeline's length buckets on `device` (loader.bucket_lengths: CUDA only; ``--pad buckets``: any)."""
+    from deep_nmt_hf.data.batching import length_buckets
+
+    if args.pad == "buckets" or (args.pad == "auto" and device.type == "cuda"):
+        return length_buckets(MAX_POSITIONS)
+    return None
+
+
 def device_batches(
-    corpus: dict, args: argparse.Namespace, device: torch.device, count: int, pad: int | None = None
-) -> list:
-    """`count` token-budget batches as the training pipeline makes them (sampler + collator), on the device;
-    each carries its target-token count under ``_target_tokens`` (stripped before the model sees it)."""
+    corpus: dict, args: argparse.Namespace, device: torch.device, count: int | None, pad: int | None = None,
+    buckets: tuple[int, ...] | None | str = "plan",
+) -> list:  # fmt: skip
+    """`count` token-budget batches (None: a whole epoch) as the training pipeline makes them (sampler +
+    collator), on the device; each carries its target-token count under ``_target_tokens`` (stripped before the
+    model sees it). `pad` / `buckets` default to the run's plan (`bench_pad`, `bench_buckets`)."""
     from deep_nmt_hf.data.batching import TokenBudgetBatchSampler
     from deep_nmt_hf.training.loader import training_collator
 
+    if buckets == "plan":
+        buckets = bench_buckets(args, device) if pad is None else None
     pad = bench_pad(args, device) if pad is None else pad
     tokenizer = word_tokenizer(args.vocab)
     model = build_model("base-6-6", argparse.Namespace(**{**vars(args), "quick": True}))
-    collator = training_collator(tokenizer, model, pad_to_multiple_of=pad if pad > 1 else None)
+    collator = training_collator(
+        tokenizer, model, pad_to_multiple_of=pad if pad > 1 else None, buckets=buckets
+    )
     lengths = [len(x) for x in corpus["input_ids"]], [len(x) for x in corpus["labels"]]
-    sampler = TokenBudgetBatchSampler(*lengths, max_tokens=args.max_tokens, seed=1, pad_to_multiple_of=pad)
+    sampler = TokenBudgetBatchSampler(
+        *lengths, max_tokens=args.max_tokens, seed=1, pad_to_multiple_of=pad, length_buckets=buckets
+    )
     batches = []
     for indices in sampler:
         features = [{k: corpus[k][i] for k in ("input_ids", "attention_mask", "labels")} for i in indices]
         batch = {k: v.to(device) for k, v in collator(features).items()}
         batch["_target_tokens"] = int(batch["labels"].ne(-100).sum())
         batches.append(batch)
-        if len(batches) == count:
+        if count is not None and len(batches) == count:
             break
     return batches
 
@@ -397,6 +419,7 @@ class Results:
             "trainer": [],
             "generate": [],
             "split": {},
+            "stalls": [],
             "notes": NOTES,
         }
         self.write()
@@ -478,7 +501,9 @@ def train_rows(results: Results, corpus: dict, args: argparse.Namespace, device:
     for name in references + names + depth_refs:
         for precision in args.precisions:
             modes = ["eager"] + (
-                ["compiled"] if name in args.compile_variants or "all" in args.compile_variants else []
+                list(args.compile_modes)
+                if name in args.compile_variants or "all" in args.compile_variants
+                else []
             )
             for mode in modes:
                 row = {
@@ -489,6 +514,8 @@ def train_rows(results: Results, corpus: dict, args: argparse.Namespace, device:
                 }
 
                 def measure(name: str = name, precision: str = precision, mode: str = mode) -> dict:
+                    if mode != "eager":
+                        torch._dynamo.reset()  # a cold compile: no graph of an earlier row reused
                     model = build_model(name, args).to(device).train()
                     parameters = sum(p.numel() for p in model.parameters())
                     flops = (
@@ -496,13 +523,21 @@ def train_rows(results: Results, corpus: dict, args: argparse.Namespace, device:
                         if precision == "fp32" or device.type == "cuda"
                         else None
                     )
-                    callable_model = torch.compile(model) if mode == "compiled" else model
+                    callable_model = model
+                    if mode == "compiled":  # the whole model in one graph (compile time grows with depth)
+                        callable_model = torch.compile(model)
+                    elif mode == "regions":  # `deep-nmt train --torch-compile` (training/compilation.py)
+                        from deep_nmt_hf.training.compilation import compile_regions
+
+                        compile_regions(model)
                     step = raw_stepper(callable_model, device, precision)
                     started = time.perf_counter()
                     step(batches[0])
                     sync(device)
                     first = time.perf_counter() - started
-                    out = time_steps(step, batches, args.warmup, args.steps, device)
+                    # compiled: every batch once before timing (each input form compiles once: mask or none)
+                    warmup = args.warmup if mode == "eager" else len(batches)
+                    out = time_steps(step, batches, warmup, args.steps, device)
                     out |= {
                         "parameters": parameters,
                         "first_step_s": round(first, 3),
@@ -619,13 +654,16 @@ def make_trainer(
     _, guard_callbacks = training_callbacks(options, config, training_args)
     tokenizer = word_tokenizer(args.vocab)
     new_pad = bench_pad(args, device) if bench_pad(args, device) > 1 else None
+    buckets = None if old else bench_buckets(args, device)
     trainer_class = legacy_trainer_class() if old else DeepNMTTrainer
     return trainer_class(
         model=model,
         args=training_args,
         train_dataset=datasets.Dataset.from_dict(corpus),
         processing_class=tokenizer,
-        data_collator=training_collator(tokenizer, model, pad_to_multiple_of=None if old else new_pad),
+        data_collator=training_collator(
+            tokenizer, model, pad_to_multiple_of=None if old else new_pad, buckets=buckets
+        ),
         callbacks=[*guard_callbacks, *(callbacks or [])],
         optimizer_cls_and_kwargs=optimizer_cls_and_kwargs("adam", 5e-4),
         max_tokens=args.max_tokens,
@@ -682,6 +720,130 @@ def trainer_rows(results: Results, corpus: dict, args: argparse.Namespace, devic
             results.add("trainer", row, measure)
 
 
+def stall_statistics(step_ms: list[float], skip: int = 20) -> dict[str, Any]:
+    """Issue #55's per-shape stall goal over one epoch's step times: after the first `skip` steps (all of them
+    when there are fewer), no step slower than 2 × the median of those steps."""
+    later = step_ms[skip:] if len(step_ms) > skip else step_ms
+    median = statistics.median(later)
+    slow = [t for t in later if t > 2 * median]
+    return {
+        "steps": len(step_ms),
+        "median_ms": round(median, 2),
+        "max_ms_after_first": round(max(later), 2),
+        "steps_over_2x_median": len(slow),
+        "no_stall": not slow,
+        "first_steps_ms": [round(t, 1) for t in step_ms[:5]],
+    }
+
+
+def plan_settings(plan: str) -> tuple[int, tuple[int, ...] | None]:
+    """(padding multiple, length buckets) of a stalls-section plan."""
+    from deep_nmt_hf.data.batching import length_buckets
+
+    return {"exact": (1, None), "pad8": (8, None), "buckets": (8, length_buckets(MAX_POSITIONS))}[plan]
+
+
+def epoch_step_times(step: Callable[[dict], Any], batches: list[dict], device: torch.device) -> list[float]:
+    """Each step of one pass over `batches`, timed between synchronisations (ms)."""
+    times = []
+    for batch in batches:
+        sync(device)
+        started = time.perf_counter()
+        step(batch)
+        sync(device)
+        times.append(1000 * (time.perf_counter() - started))
+    return times
+
+
+class EpochTiming:
+    """`TimingCallback` with a device sync after every one of the first `synced` steps (epoch 1: each step's own
+    time, stalls included) and after the last; none in between (epoch 2: the steady throughput)."""
+
+    def __new__(cls, synced: int, device: torch.device) -> Any:
+        from transformers import TrainerCallback
+
+        class _EpochTiming(TrainerCallback):
+            def __init__(self) -> None:
+                self.begin: float | None = None
+                self.ends: list[float] = []
+
+            def on_train_begin(self, *a: Any, **k: Any) -> None:
+                sync(device)
+                self.begin = time.perf_counter()
+
+            def on_step_end(self, args: Any, state: Any, control: Any, **k: Any) -> None:
+                if state.global_step <= synced or state.global_step == state.max_steps:
+                    sync(device)
+                self.ends.append(time.perf_counter())
+
+        return _EpochTiming()
+
+
+def stall_rows(results: Results, corpus: dict, args: argparse.Namespace, device: torch.device) -> None:
+    """Issue #55 item 1, per padding plan (exact lengths, multiples of 8, length buckets) × cuDNN SDPA on / off ×
+    precision: the raw loop and `deep-nmt train` over whole epochs of the corpus. Epoch 1 is timed step by step
+    (synchronised): the stall statistic (no step > 2 × the median after the first 20); epoch 2 unsynchronised:
+    target tokens/s after a full epoch of warm-up. The trainer runs the same plan through its own sampler,
+    collator and loader (`--stall-epochs` epochs); its per-step times come from `TimingCallback`."""
+    from deep_nmt_hf.data.batching import length_buckets  # noqa: F401  (the plan's buckets, recorded)
+
+    name = args.stall_variant
+    for precision in args.precisions:
+        for plan in args.stall_plans:
+            pad, buckets = plan_settings(plan)
+            for cudnn in args.stall_cudnn:
+                row = {"model": name, "precision": precision, "plan": plan, "cudnn_sdp": cudnn}
+
+                def measure(
+                    precision: str = precision, pad: int = pad, buckets: Any = buckets, cudnn: str = cudnn
+                ):
+                    torch.backends.cuda.enable_cudnn_sdp(cudnn == "on")
+                    try:
+                        epoch = device_batches(corpus, args, device, None, pad=pad, buckets=buckets)
+                        tokens = sum(int(b["_target_tokens"]) for b in epoch)
+                        shapes = {(tuple(b["input_ids"].shape), b["labels"].shape[1]) for b in epoch}
+                        raw = raw_stepper(build_model(name, args).to(device).train(), device, precision)
+                        first = epoch_step_times(raw, epoch, device)
+                        sync(device)
+                        started, cpu = time.perf_counter(), time.process_time()
+                        for batch in epoch:
+                            raw(batch)
+                        sync(device)
+                        raw_tps = tokens / (time.perf_counter() - started)
+                        raw_cpu = 1000 * (time.process_time() - cpu) / tokens * 1000
+                        trainer_args = argparse.Namespace(**{**vars(args), "pad": pad if pad > 1 else None})
+                        if buckets is not None:
+                            trainer_args.pad = "buckets"
+                        steps = args.stall_epochs * len(epoch)
+                        with tempfile.TemporaryDirectory() as staging:
+                            timing = EpochTiming(len(epoch), device)
+                            trainer = make_trainer(
+                                name, corpus, trainer_args, device, precision, steps, Path(staging),
+                                callbacks=[timing],
+                            )  # fmt: skip
+                            trainer.train()
+                        ends = timing.ends
+                        steps_ms = [1000 * (b - a) for a, b in zip([timing.begin, *ends], ends, strict=False)]
+                        second = (ends[-1] - ends[len(epoch) - 1]) / (len(ends) - len(epoch))
+                        trainer_tps = tokens / len(epoch) / second
+                        return {
+                            "batches_per_epoch": len(epoch),
+                            "distinct_batch_shapes": len(shapes),
+                            "buckets": list(buckets) if buckets else None,
+                            "raw_epoch1": stall_statistics(first),
+                            "trainer_epoch1": stall_statistics(steps_ms[: len(epoch)]),
+                            "raw_target_tokens_per_s": round(raw_tps),
+                            # process CPU time: on a shared CPU steadier than the wall clock
+                            "raw_cpu_ms_per_1k_target_tokens": round(raw_cpu, 2),
+                            "trainer_target_tokens_per_s": round(trainer_tps),
+                            "trainer_over_raw_tokens_per_s": round(trainer_tps / raw_tps, 3),
+                        }
+                    finally:
+                        torch.backends.cuda.enable_cudnn_sdp(args.cudnn_sdp == "on")
+
+                results.add("stalls", row, measure)
+
+
 def generate_rows(results: Results, corpus: dict, args: argparse.Namespace, device: torch.device) -> None:
     from deep_nmt_hf.model.caches import StaticCacheNotSupported
 
@@ -693,22 +855,28 @@ def generate_rows(results: Results, corpus: dict, args: argparse.Namespace, devi
     ids, mask = ids.to(device), ids.ne(0).long().to(device)
     names = (["marian-6-6"] if "marian-6-6" not in args.variants else []) + list(args.variants)
     for name in names:
-        modes = ["eager"] + (
-            ["static+compiled"] if name in args.compile_variants or "all" in args.compile_variants else []
-        )
+        compiled = name in args.compile_variants or "all" in args.compile_variants
+        modes = ["eager"] + (["static+compiled"] if compiled else [])
+        if compiled and MODELS.get(name, ("",))[0] == "admin":  # folded into MarianMTModel, then compiled
+            modes.append("folded+static+compiled")
         for mode in modes:
             row = {"model": name, "mode": mode, "batch": len(sources), "num_beams": 4}
 
             def measure(name: str = name, mode: str = mode) -> dict:
+                from deep_nmt_hf.training.compilation import compiled_decoding
+
                 model = build_model(name, args).to(device).eval()
                 settings = dict(
                     num_beams=4, max_new_tokens=args.generate_tokens, min_new_tokens=args.generate_tokens
                 )
-                if mode != "eager":
-                    settings["cache_implementation"] = "static"
-                    model.forward = torch.compile(
-                        model.forward, mode="reduce-overhead" if device.type == "cuda" else None
-                    )
+                if mode.startswith("folded"):
+                    from deep_nmt_hf.publish.folding import fold_to_stock
+
+                    model = fold_to_stock(model)[0].to(device).eval()
+                if (
+                    mode != "eager"
+                ):  # `deep-nmt translate --compile`: static cache, the decoding steps compiled
+                    compiled_decoding(model)
                 try:
                     with torch.inference_mode():
                         model.generate(input_ids=ids, attention_mask=mask, **settings)  # warm-up / compile
@@ -745,7 +913,9 @@ def split_section(results: Results, corpus: dict, args: argparse.Namespace, devi
             )
             epoch = list(sampler)
             sampler_s = time.perf_counter() - started
-            collator = training_collator(tokenizer, model, pad_to_multiple_of=None if pad == 1 else pad)
+            collator = training_collator(
+                tokenizer, model, pad_to_multiple_of=None if pad == 1 else pad, buckets=None
+            )
             shapes, padded, real = set(), 0, 0
             started = time.perf_counter()
             for indices in epoch[: args.split_collate_batches]:
@@ -971,6 +1141,27 @@ def markdown(data: dict) -> str:
         body = [[r["model"], r["precision"], r.get("trainer_step_ms"), r.get("raw_step_ms"), r.get("trainer_over_raw"),
                  r.get("first_steps_ms"), r["status"]] for r in data["trainer"]]  # fmt: skip
         lines += [markdown_table(header, body), ""]
+    if data.get("stalls"):
+        lines += [
+            "## Per-shape stalls: padding plans × cuDNN SDPA, whole epochs (issue #55)",
+            "",
+            "Epoch 1 step by step (synchronised): steps over 2 × the median after the first 20 (goal 0); tokens/s "
+            "over epoch 2 (goal: trainer ≥ 0.9 × raw).",
+            "",
+        ]
+        header = ["precision", "plan", "cuDNN SDPA", "shapes", "raw tok/s", "raw CPU ms / 1k tok", "trainer tok/s",
+                  "trainer / raw",
+                  "raw >2× median", "trainer >2× median", "trainer first ms", "status"]  # fmt: skip
+        body = [
+            [r["precision"], r["plan"], r["cudnn_sdp"], r.get("distinct_batch_shapes"),
+             r.get("raw_target_tokens_per_s"), r.get("raw_cpu_ms_per_1k_target_tokens"),
+             r.get("trainer_target_tokens_per_s"),
+             r.get("trainer_over_raw_tokens_per_s"), (r.get("raw_epoch1") or {}).get("steps_over_2x_median"),
+             (r.get("trainer_epoch1") or {}).get("steps_over_2x_median"),
+             (r.get("trainer_epoch1") or {}).get("first_steps_ms"), r["status"]]
+            for r in data["stalls"]
+        ]  # fmt: skip
+        lines += [f"Model {data['stalls'][0]['model']}:", "", markdown_table(header, body), ""]
     if data["generate"]:
         lines += ["## Beam-4 generate", ""]
         body = [
@@ -1055,7 +1246,31 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
         help="rows also measured compiled ('all'; default: all on CUDA, none on CPU)",
     )
     parser.add_argument(
+        "--compile-modes",
+        nargs="+",
+        choices=("regions", "compiled"),
+        default=["regions"],
+        help="compiled rows: regions (each layer class compiled once, `deep-nmt train --torch-compile`) and / or "
+        "compiled (the whole model, torch.compile(model): compile time grows with depth)",
+    )
+    parser.add_argument(
         "--trainer-variants", nargs="*", help="default: admin-18-6 (the issue's case) and base-6-6"
+    )
+    parser.add_argument("--stall-variant", default="admin-18-6", help="model of the stalls section")
+    parser.add_argument(
+        "--stall-plans",
+        nargs="+",
+        choices=STALL_PLANS,
+        help="padding plans of the stalls section (default: exact pad8 buckets)",
+    )
+    parser.add_argument(
+        "--stall-cudnn",
+        nargs="+",
+        choices=("on", "off"),
+        help="stalls section: cuDNN SDPA on and / or off per plan (default: on off on CUDA, on on CPU)",
+    )
+    parser.add_argument(
+        "--stall-epochs", type=int, default=2, help="stalls: epochs per side (the first untimed for tokens/s)"
     )
     parser.add_argument("--split-variant", help="model of the host-time split (default admin-18-6)")
     parser.add_argument(
@@ -1070,7 +1285,10 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
         "--dataloader-workers", type=int, help="new trainer path's collating workers (default: loader.py's)"
     )
     parser.add_argument(
-        "--pad", default="auto", help="new pipeline's padding multiple: auto (8 on CUDA, none on CPU) or N"
+        "--pad",
+        default="auto",
+        help="new pipeline's padding: auto (loader.py's: 8 and length buckets on CUDA, exact on CPU), buckets "
+        "(8 and length buckets anywhere) or a multiple N (1: exact lengths)",
     )
     parser.add_argument(
         "--cudnn-sdp",
@@ -1109,9 +1327,14 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
         args.precisions = ["fp32", "bf16"] if quick or args.device == "cpu" else list(PRECISIONS)
     if args.compile_variants is None:
         args.compile_variants = ["all"] if args.device.startswith("cuda") and not quick else []
+    if args.stall_plans is None:
+        args.stall_plans = list(STALL_PLANS)
+    if args.stall_cudnn is None:
+        args.stall_cudnn = ["on", "off"] if args.device.startswith("cuda") else ["on"]
     if args.trainer_variants is None:
         args.trainer_variants = ["admin-18-6"] if quick else ["admin-18-6", "base-6-6"]
-    args.pad = "auto" if args.pad == "auto" else (int(args.pad) if int(args.pad) > 1 else None)
+    if args.pad not in ("auto", "buckets"):
+        args.pad = int(args.pad) if int(args.pad) > 1 else None
     if quick:
         args.generate_batch = min(args.generate_batch, 8)
         args.generate_repeats = 1
@@ -1142,6 +1365,8 @@ def main(argv: list[str] | None = None) -> Path:
             train_rows(results, corpus, args, device)
         elif section == "generate":
             generate_rows(results, corpus, args, device)
+        elif section == "stalls":
+            stall_rows(results, corpus, args, device)
     results.write()
     path.with_suffix(".md").write_text(markdown(results.data))
     if not args.quick:

@@ -59,6 +59,13 @@ def add_parsers(commands: Any) -> dict[str, Any]:
         "--encoding", default="utf-8", help="encoding of stdin (each line decoded on its own)"
     )
     translate.add_argument(
+        "--compile",
+        action="store_true",
+        help="decode with a static cache through torch.compile (training/compilation.py compiled_decoding; any "
+        "variant, folded or not). Pays on a GPU for many batches (beam search is host-bound there); compiling "
+        "takes seconds to a minute first, and each new batch shape compiles again",
+    )
+    translate.add_argument(
         "--errors",
         choices=("strict", "replace"),
         default="strict",
@@ -123,6 +130,10 @@ def _cmd_translate(args: argparse.Namespace) -> int:
     except LookupError:
         raise ValueError(f"--encoding {args.encoding}: unknown encoding") from None
     model, tokenizer = _load_model(args.model)
+    if args.compile:
+        from ..training.compilation import compiled_decoding
+
+        compiled_decoding(model)
     bad_lines = 0
     for batch in arriving_batches(
         decode_lines(sys.stdin.buffer, args.encoding, args.errors), args.batch_size

@@ -103,6 +103,59 @@ def compute_dtype(entry: torch.Tensor) -> torch.dtype:
     return entry.dtype
 
 
+class HistoryProduct:
+    """The two products of the history buffer's rows (n, N) that the aggregation runs: `combine` w (n,) → Σ_k w_k ·
+    rows[k] (N,) — a row's forward and an entry's gradient — and `dots` g (N,) → rows · g (n,) — a row's weight
+    gradient. ``"mm"`` (default): one `torch.mm` each, a (1, n) × (n, N) matrix product (a GEMV with one output
+    row). ``"fused"`` (issue #55 item 4): the same sums as one elementwise-multiply-and-reduce `torch.compile`d
+    (dynamic n: one compilation for every row), accumulated in float32 and rounded once like the matrix product
+    — a single kernel that reads the n rows once, at the memory bandwidth where the one-row GEMV does not (the H200
+    run measured the history product at a third of it). Neither keeps anything: memory stays linear in depth."""
+
+    def __init__(self, name: str = "mm", backend: str | None = None) -> None:
+        if name not in HISTORY_PRODUCTS:
+            raise ValueError(f"history product {name!r}: choose one of {HISTORY_PRODUCTS}")
+        self.name, self.backend = name, backend
+        self._combine = self._dots = None
+        if name == "fused":
+            self._combine = torch.compile(
+                _fused_combine, dynamic=True, fullgraph=True, backend=backend or "inductor"
+            )
+            self._dots = torch.compile(
+                _fused_dots, dynamic=True, fullgraph=True, backend=backend or "inductor"
+            )
+
+    def combine(self, weights: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+        if self._combine is None:
+            return torch.mm(weights.view(1, -1), rows).view(-1)
+        return self._combine(weights, rows)
+
+    def dots(self, grad: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+        if self._dots is None:
+            return torch.mm(grad.view(1, -1), rows.t()).view(-1)
+        return self._dots(grad, rows)
+
+
+def _fused_combine(weights: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+    return (weights.float().view(-1, 1) * rows.float()).sum(0).to(rows.dtype)
+
+
+def _fused_dots(grad: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+    return (rows.float() * grad.float().view(1, -1)).sum(1).to(grad.dtype)
+
+
+HISTORY_PRODUCTS = ("mm", "fused")
+_PRODUCT = HistoryProduct("mm")
+
+
+def use_history_product(name: str, backend: str | None = None) -> HistoryProduct:
+    """Choose the history buffer's products for every DLCL stack of the process (`HistoryProduct`; "mm" or
+    "fused", the latter compiled with `backend`, default inductor); returns the previous choice."""
+    global _PRODUCT
+    previous, _PRODUCT = _PRODUCT, HistoryProduct(name, backend)
+    return previous
+
+
 class _Shared:
     """What the rows of one `History` share with their backward: the buffer H of stored entries, the row
     gradients G (allocated by the first row differentiated, freed after row 0), W's values and, per entry k, the
@@ -142,7 +195,7 @@ class _Row(torch.autograd.Function):
         buffer[row].copy_(entry)  # the one write of h_row (and, under autocast, its one cast)
         count = row + 1 - start
         kept = buffer[start : row + 1].view(count, -1)  # contiguous: the layout torch.stack would build
-        out = torch.mm(weights.to(buffer.dtype).view(1, count), kept).view(entry.shape)
+        out = _PRODUCT.combine(weights.to(buffer.dtype), kept).view(entry.shape)
         ctx.shared, ctx.row, ctx.start = shared, row, start
         ctx.set_materialize_grads(False)
         if row == len(shared.ends) - 1:
@@ -164,11 +217,11 @@ class _Row(torch.autograd.Function):
                 count = row + 1 - start
                 kept = buffer[start : row + 1].view(count, -1)
                 flat = grads[row].view(1, -1)
-                grad_weights = torch.mm(flat, kept.t()).view(count)
+                grad_weights = _PRODUCT.dots(flat.view(-1), kept).view(count)
             if ctx.needs_input_grad[1]:  # ∂h_row = Σ_{l=row..end} W[l, row] · g_l: one product
                 end = shared.ends[row]
                 column = shared.weight[row : end + 1, row].to(grads.dtype).view(1, -1)
-                grad_entry = torch.mm(column, grads[row : end + 1].view(end + 1 - row, -1))
+                grad_entry = _PRODUCT.combine(column.view(-1), grads[row : end + 1].view(end + 1 - row, -1))
                 grad_entry = grad_entry.view(buffer.shape[1:])
         if row == 0:
             shared.grads = None  # the stack is done: free G now, not when the graph goes
@@ -215,7 +268,7 @@ class History:
         buffer = self.shared.buffer
         buffer[row].copy_(entry)
         kept = buffer[start : row + 1].view(row + 1 - start, -1)
-        return torch.mm(weights.to(buffer.dtype).view(1, -1), kept).view(entry.shape)
+        return _PRODUCT.combine(weights.to(buffer.dtype), kept).view(entry.shape)
 
 
 def window_mask(size: int, window: int) -> torch.Tensor:

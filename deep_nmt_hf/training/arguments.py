@@ -58,8 +58,7 @@ def training_arguments(
         seed=options.seed,
         disable_tqdm=options.disable_tqdm,
         **loader_arguments(options.dataloader_workers),  # workers + pinned memory on CUDA (loader.py)
-        torch_compile=options.torch_compile,
-        torch_compile_backend=options.torch_compile_backend,
+        # --torch-compile compiles the layers (regional compilation, compilation.py), not the Trainer's whole model
         **trainer_precision_arguments(options.precision),  # bf16 / fp16 autocast (precision.py)
     )
 

@@ -12,6 +12,11 @@ Three choices, each measured by ``bench/gpu_training.py --split``:
   and a source side that no longer skips its attention mask when a batch's sources have equal lengths
   (Transformers' `padding_mask.all()` check). So it is on where shapes matter (CUDA: kernel selection,
   `torch.compile`, CUDA graphs) and off on CPU, where it buys nothing; the bench's ``trainer`` rows measure both.
+- **Length buckets on CUDA** (issue #55, `bucket_lengths`): on top of the multiple of 8, each side's length is
+  padded up to a small fixed set of buckets (`data.batching.length_buckets`: 8, 16, 24, 32, 48, 72, 112, ...), so a
+  whole epoch has about a dozen length shapes instead of one per multiple of 8 — what a per-shape cost (cuDNN's
+  SDPA plans, `torch.compile`'s guards) pays for. On CPU a shape change costs nothing measurable and padding costs
+  arithmetic, so exact lengths stay (bench/results/length_buckets_cpu.md measures the three plans side by side).
 - **Collation off the main process** (`loader_workers`): on CUDA the batches are padded by
   `dataloader_num_workers` worker processes (persistent across epochs, pinned memory), so the main process only
   launches kernels; on CPU the workers would take cores from the arithmetic, so 0 (collation in the main
@@ -55,15 +60,35 @@ def pad_multiple() -> int | None:
     return PAD_MULTIPLE if torch.cuda.is_available() else None
 
 
-def training_collator(tokenizer: Any, model: Any, pad_to_multiple_of: int | str | None = "auto") -> Any:
+def bucket_lengths(max_length: int) -> tuple[int, ...] | None:
+    """The training collator's length buckets: `length_buckets(max_length)` on CUDA, None (no buckets) without."""
+    from ..data.batching import length_buckets
+
+    return length_buckets(max_length) if torch.cuda.is_available() else None
+
+
+def training_collator(
+    tokenizer: Any,
+    model: Any,
+    pad_to_multiple_of: int | str | None = "auto",
+    buckets: tuple[int, ...] | str | None = "auto",
+) -> Any:
     """`DataCollatorForSeq2Seq` as run_translation.py builds it (decoder inputs from the model, -100 label
     padding), padding lengths to a multiple of `pad_to_multiple_of` ("auto": `pad_multiple()`; None: to the
-    longest example only)."""
+    longest example only), then up to length `buckets` ("auto": `bucket_lengths` up to the model's
+    `max_position_embeddings`; None: none; `data.batching.BucketPadding`)."""
     from transformers import DataCollatorForSeq2Seq
+
+    from ..data.batching import BucketPadding
 
     if pad_to_multiple_of == "auto":
         pad_to_multiple_of = pad_multiple()
-
-    return DataCollatorForSeq2Seq(
+    collator = DataCollatorForSeq2Seq(
         tokenizer, model=model, label_pad_token_id=-100, pad_to_multiple_of=pad_to_multiple_of
     )
+    if buckets == "auto":
+        config = getattr(model, "config", None)
+        buckets = bucket_lengths(int(getattr(config, "max_position_embeddings", 1024) or 1024))
+    if not buckets:
+        return collator
+    return BucketPadding(collator, buckets, tokenizer.pad_token_id)

@@ -46,8 +46,9 @@ class TrainingOptions:
 
     `fsdp` shards parameters, gradients and optimizer state over the processes with FSDP2 (`sharding.py`;
     needs several processes; checkpoints hold the full model and optimizer state, as one process writes them).
-    `torch_compile` compiles the model with `torch.compile` (the Trainer's `torch_compile`), with
-    `torch_compile_backend` (default inductor; e.g. ``aot_eager`` traces without generating code).
+    `torch_compile` compiles the model's repeated layers with `torch.compile` (regional compilation,
+    `compilation.compile_regions`; not the Trainer's whole-model `torch_compile`), with `torch_compile_backend`
+    (default inductor; e.g. ``aot_eager`` traces without generating code).
 
     Data path (`deep_nmt_hf.data.preprocessing`): the corpus, the trained tokenizer and the tokenized splits are
     cached on disk by fingerprint under `cache_dir` (default ``$DEEP_NMT_HF_CACHE`` or the `datasets` cache)
@@ -160,7 +161,13 @@ class TrainingOptions:
         "shard parameters, gradients and optimizer state over the processes (FSDP2 fully_shard; "
         "needs torchrun / accelerate launch with 2+ processes)",
     )
-    torch_compile: bool = option(False, "compile the model with torch.compile (inductor)")
+    torch_compile: bool = option(
+        False,
+        "compile each repeated encoder / decoder layer once with torch.compile and reuse it for every layer "
+        "(regional compilation, training/compilation.py: compile time does not grow with depth; batch and "
+        "length dimensions dynamic). Pays on a GPU for runs of thousands of steps, where the eager step is bound "
+        "by the host launching kernels; rarely on a CPU or for short runs (compiling takes seconds to minutes)",
+    )
     torch_compile_backend: str | None = option(
         None,
         "torch.compile backend for --torch-compile (default inductor; aot_eager traces without codegen)",

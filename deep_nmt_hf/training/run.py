@@ -26,6 +26,7 @@ from ..model.configuration_deep_nmt import DeepNMTConfig
 from ..science.recipes import describe
 from .arguments import training_arguments, training_callbacks
 from .averaging import average_into, find_checkpoints, last_checkpoint
+from .compilation import compile_regions
 from .generation_settings import translation_generation_config
 from .inputs import _load_training_data, build_config, training_corpus
 from .length_penalty import set_length_penalty
@@ -174,6 +175,8 @@ def _train_in(
     set_generation_settings(model, options)
     if options.fsdp:
         model = shard_model(model)  # every rank keeps its Shard(0) slice of every parameter
+    if options.torch_compile:  # the repeated layers, each class compiled once (issue #55)
+        compile_regions(model, backend=options.torch_compile_backend)
 
     token_stats: dict[str, int] = {}
     train_tokens, eval_tokens, eval_refs = _tokenized_splits(

@@ -47,6 +47,7 @@ class TokenBudgetBatches(Trainer):
             rank=self.args.process_index,
             # the collator's padding multiple (loader.PAD_MULTIPLE): the budget holds for the padded batch
             pad_to_multiple_of=getattr(self.data_collator, "pad_to_multiple_of", None) or 1,
+            length_buckets=getattr(self.data_collator, "length_buckets", None),  # BucketPadding's (issue #55)
         )
         dataset = self.train_dataset
         if isinstance(dataset, datasets.Dataset):
