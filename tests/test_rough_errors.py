@@ -206,7 +206,7 @@ def test_push_dry_run_leaves_nothing_behind_after_a_failure_and_names_its_tempor
     for name in ("tokenizer.json", "tokenizer_config.json"):
         (dlcl / name).write_bytes((model_dir / name).read_bytes())
     code = main(["push", str(dlcl), "me/dlcl", "--fold", "--dry-run"])
-    _one_error_line(code, capsys.readouterr().err, "DLCL")
+    _one_error_line(code, capsys.readouterr().err, "encoder_layer_aggregation='dlcl'")
     assert list(temp.iterdir()) == [], "a failed dry run left its temporary folder"
 
     assert main(["push", str(model_dir), "me/tiny", "--dry-run"]) == 0
