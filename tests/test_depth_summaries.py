@@ -61,7 +61,8 @@ def test_the_checks_catch_the_summaries_issue_58_found() -> None:
     for text in stale:
         assert sentences.prose_problems(f"<!-- depth-prose -->{text}<!-- /depth-prose -->", REPORTS), text
     summary = PAYLOAD["summaries"]["lr-control"]
-    edited = summary.replace(summary.split(", Δ")[0], "pre-18-6 vs pre-6-6-lr2e-3: reproduces")  # another verdict
+    # the same comparison with another verdict
+    edited = summary.replace(summary.split(", Δ")[0], "pre-18-6 vs pre-6-6-lr2e-3: reproduces")
     quote = f"<!-- depth:lr-control -->{edited}<!-- /depth:lr-control -->"
     assert sentences.marked(quote)["lr-control"] != [PAYLOAD["summaries"]["lr-control"]]
 
