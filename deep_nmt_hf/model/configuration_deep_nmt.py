@@ -114,6 +114,16 @@ class DeepNMTConfig(PretrainedConfig):
         admin_first_omega: ADMIN's first sublayer of each side also gets its ω vector (Transformer-Clinic trains
             it; ours keeps it at 1 by default, see training/admin_profiling.py).
 
+    Fields that hold the DS-Init authors' TensorFlow models (bzhangGo/zero, publish/convert_zero.py) exactly:
+        embedding_bias: a learned vector added to the scaled word embeddings of each side, before the positions
+            (zero's `bias` variable; each stack holds its own copy, `encoder.embed_bias` / `decoder.embed_bias`).
+        decoder_start_embedding: `"token"` (the decoder's first input is the embedding of
+            `decoder_start_token_id`) or `"zero"` (a zero vector, plus the position: zero shifts the target right
+            by padding the embeddings with zeros — no start token, no bias).
+        decoder_vocab_size: the target vocabulary's size when it differs from the source's (MarianConfig's name;
+            None = `vocab_size`): the decoder's own embedding and the output projection have that many rows;
+            needs `share_encoder_decoder_embeddings=False`.
+
     Special tokens follow the Marian layout (eos 0, unk 1, pad last, the decoder starts from pad), so that
     `pad_token_id` and `decoder_start_token_id` default to `vocab_size - 1`. `bos_token_id` defaults to eos's 0, as
     in Marian's opus-mt configs: the encoder input `generate()` starts from when it is given none (the empty
@@ -206,6 +216,10 @@ class DeepNMTConfig(PretrainedConfig):
     )
     layernorm_embedding: bool = ruled(False, FLAG)
     admin_first_omega: bool = ruled(False, FLAG)
+    # models converted from the DS-Init authors' TensorFlow code (publish/convert_zero.py; defaults: as above)
+    embedding_bias: bool = ruled(False, FLAG)
+    decoder_start_embedding: str = "token"
+    decoder_vocab_size: int | None = None  # None: vocab_size
     # special tokens (the Marian layout) and embeddings
     pad_token_id: int | None = None  # None: vocab_size - 1
     eos_token_id: int | None = 0
@@ -377,17 +391,33 @@ class DeepNMTConfig(PretrainedConfig):
             raise ValueError("ald_loss_weight > 0 needs unk_token_id: ALD masks source tokens with <unk>")
 
     def validate_token_ids(self) -> None:
-        """Special token ids lie in the vocabulary; bos, eos and unk may be None (pad and the decoder's start
-        may not: padding and decoding need them)."""
+        """Special token ids lie in the vocabulary (in both, with a `decoder_vocab_size` of its own); bos, eos and
+        unk may be None (pad and the decoder's start may not: padding and decoding need them)."""
+        size = self.vocab_size
+        if self.decoder_vocab_size is not None:
+            size = min(size, self.decoder_vocab_size)
         for name in SPECIAL_TOKEN_IDS:
             value = getattr(self, name, None)
             if value is None and name in ("bos_token_id", "eos_token_id", "unk_token_id"):
                 continue
-            if not _integer(value) or not 0 <= value < self.vocab_size:
+            if not _integer(value) or not 0 <= value < size:
                 raise ValueError(
                     f"{name}={value!r} is outside the vocabulary: it must be an integer in "
-                    f"[0, {self.vocab_size - 1}] (vocab_size={self.vocab_size})"
+                    f"[0, {size - 1}] (vocab_size={self.vocab_size}, decoder_vocab_size={self.decoder_vocab_size})"
                 )
+
+    def validate_target_vocabulary(self) -> None:
+        """A target vocabulary of its own size needs the decoder's own embedding (Marian's rule)."""
+        size = self.decoder_vocab_size
+        if size is None:
+            return
+        if not _integer(size) or size < 1:
+            raise ValueError(f"decoder_vocab_size={size!r} must be a positive integer or None (= vocab_size)")
+        if size != self.vocab_size and self.share_encoder_decoder_embeddings:
+            raise ValueError(
+                f"decoder_vocab_size={size} differs from vocab_size={self.vocab_size}: it needs "
+                "share_encoder_decoder_embeddings=False (one embedding cannot hold two vocabularies)"
+            )
 
 
 # field -> (test of its value alone, what the error says after "field=value"): read from the fields' `ruled` rules

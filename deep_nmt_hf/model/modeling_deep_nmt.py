@@ -533,6 +533,8 @@ class DeepNMTPreTrainedModel(PreTrainedModel):
             init_layer_norm(module)
         elif isinstance(module, OffsetPositions):
             module.reset()
+        elif isinstance(module, EmbeddingBias):
+            init.zeros_(module.bias)
         elif isinstance(module, SinusoidalPositions):
             module.weight.copy_(sinusoidal_table(module.num_positions, self.config.d_model))
         elif isinstance(module, AdminOmega):
@@ -550,6 +552,21 @@ class DeepNMTPreTrainedModel(PreTrainedModel):
         return {"input_ids": input_ids, "attention_mask": input_ids.ne(pad), "decoder_input_ids": input_ids}
 
 
+def target_vocab_size(config: DeepNMTConfig) -> int:
+    """The decoder's vocabulary size: `decoder_vocab_size`, or `vocab_size` when None (Marian's rule)."""
+    size = getattr(config, "decoder_vocab_size", None)
+    return config.vocab_size if size is None else size
+
+
+class EmbeddingBias(nn.Module):
+    """A learned vector added to the scaled word embeddings (`config.embedding_bias`: zero's `bias` variable,
+    bzhangGo/zero models/transformer_fuse.py lines 27-30 and 101-104)."""
+
+    def __init__(self, dim: int) -> None:
+        super().__init__()
+        self.bias = nn.Parameter(torch.zeros(dim))
+
+
 class _Stack(DeepNMTPreTrainedModel):
     """Shared parts of the encoder and decoder stacks: embeddings and the optional final LayerNorm. A stack is a
     PreTrainedModel (as Marian's) so that Transformers' output recording (`capture_outputs`, `_can_record_outputs`)
@@ -565,6 +582,9 @@ class _Stack(DeepNMTPreTrainedModel):
             if getattr(config, "position_embedding", "sinusoidal") == "sinusoidal"
             else OffsetPositions(config)  # fairseq's table or a learned one (positions.py)
         )
+        # zero's embedding bias and zero-vector decoder start (publish/convert_zero.py)
+        self.embed_bias = EmbeddingBias(config.d_model) if getattr(config, "embedding_bias", False) else None
+        self.zero_start = side == "decoder" and getattr(config, "decoder_start_embedding", "token") == "zero"
         self.layernorm_embedding = (  # fairseq's `layernorm_embedding`: LN(embeddings + positions), then dropout
             nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
             if getattr(config, "layernorm_embedding", False)
@@ -612,6 +632,13 @@ class _Stack(DeepNMTPreTrainedModel):
         if inputs_embeds is None:
             inputs_embeds = self.embed_tokens(input_ids)
         hidden_states = inputs_embeds * self.embed_scale
+        if self.embed_bias is not None:
+            hidden_states = hidden_states + self.embed_bias.bias
+        if (
+            self.zero_start
+        ):  # position 0 reads a zero vector, not its token (zero's shift: models/transformer*.py)
+            first = (torch.arange(hidden_states.shape[1], device=hidden_states.device) + offset) == 0
+            hidden_states = hidden_states.masked_fill(first[None, :, None], 0.0)
         positions = self.embed_positions(hidden_states.shape[1], offset).to(hidden_states.dtype)
         hidden_states = hidden_states + positions
         if self.layernorm_embedding is not None:
@@ -760,7 +787,9 @@ class DeepNMTModel(DeepNMTPreTrainedModel):
         self.decoder_embed_tokens = None
         target = "shared"
         if not getattr(config, "share_encoder_decoder_embeddings", True):
-            self.decoder_embed_tokens = nn.Embedding(config.vocab_size, config.d_model, config.pad_token_id)
+            self.decoder_embed_tokens = nn.Embedding(
+                target_vocab_size(config), config.d_model, config.pad_token_id
+            )
             target = "decoder_embed_tokens"
         # the stacks hold these very modules; the mapping makes checkpoints store each once (as before) and lets
         # from_pretrained and accelerate see the ties
@@ -898,7 +927,7 @@ class DeepNMTForConditionalGeneration(GNMTLengthPenaltyMixin, DeepNMTPreTrainedM
         self.model = DeepNMTModel(config)
         if self.model.decoder_embed_tokens is not None:  # the output projection ties to the target embedding
             self._tied_weights_keys = {"lm_head.weight": "model.decoder_embed_tokens.weight"}
-        self.lm_head = nn.Linear(config.d_model, config.vocab_size, bias=False)
+        self.lm_head = nn.Linear(config.d_model, target_vocab_size(config), bias=False)
         self.lm_head.init_name = OUTPUT_PROJECTION  # untied: N(0, d^-1/2) like fairseq (initialization.py)
         self.post_init()
         self.generation_config = default_generation_config(config)
@@ -926,6 +955,11 @@ class DeepNMTForConditionalGeneration(GNMTLengthPenaltyMixin, DeepNMTPreTrainedM
     ) -> nn.Embedding:
         """Transformers' resize (the shared embedding and the output projection), plus the decoder's own target
         embedding when `share_encoder_decoder_embeddings=False`; `resize_token_embeddings` then re-ties."""
+        if target_vocab_size(self.config) != self.config.vocab_size:
+            raise ValueError(
+                f"resize_token_embeddings cannot resize a model with decoder_vocab_size="
+                f"{self.config.decoder_vocab_size} != vocab_size={self.config.vocab_size} (two vocabularies)"
+            )
         embeddings = super()._resize_token_embeddings(new_num_tokens, pad_to_multiple_of, mean_resizing)
         target = self.model.decoder_embed_tokens
         if target is not None and target.num_embeddings != embeddings.num_embeddings:

@@ -215,6 +215,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "encoder_layer_order": ("cycle", "zigzag"),
     "decoder_layer_order": ("cycle", "zigzag"),
     "position_embedding": ("sinusoidal", "fairseq_sinusoidal", "learned"),
+    "decoder_start_embedding": ("token", "zero"),
 }
 
 # choice field -> the values a fold into a stock class keeps exactly (publish/folding.py): an allow-list, so a new
@@ -231,6 +232,7 @@ FOLDABLE: dict[str, tuple[str, ...]] = {
     "dlcl_init": CHOICES["dlcl_init"],  # unused without DLCL
     # fairseq's table folds into FSMT (post-LN only: folding._converted_model_problems); a learned one into none
     "position_embedding": ("sinusoidal", "fairseq_sinusoidal"),
+    "decoder_start_embedding": ("token",),  # zero's zero-vector start (convert_zero.py): no stock equivalent
     "encoder_layer_order": CHOICES["encoder_layer_order"],  # shared layers are unrolled first
     "decoder_layer_order": CHOICES["decoder_layer_order"],
 }

@@ -132,6 +132,8 @@ def _converted_model_problems(config) -> list[str]:
             "PegasusForConditionalGeneration rebuild their own table from row 0 on load, and "
             "FSMTForConditionalGeneration, which holds fairseq's sinusoidal table, is post-LN only)"
         )
+    if getattr(config, "embedding_bias", False):
+        problems.append("embedding_bias=True (no stock class adds a bias to the word embeddings)")
     if getattr(config, "layernorm_embedding", False):
         problems.append("layernorm_embedding=True (Marian and Pegasus have no LayerNorm over the embeddings)")
     if getattr(config, "admin_first_omega", False):
@@ -182,13 +184,14 @@ def stock_config(config) -> MarianConfig | PegasusConfig | FSMTConfig:
         forced_eos_token_id=config.eos_token_id,
         tie_word_embeddings=config.tie_word_embeddings,
     )
-    if _fsmt_positions(config):  # FSMT: two vocabularies of one size, langs only named
+    target_vocab = getattr(config, "decoder_vocab_size", None) or config.vocab_size
+    if _fsmt_positions(config):  # FSMT: two vocabularies (langs only named)
         vocab = common.pop("vocab_size")
-        return FSMTConfig(langs=["src", "tgt"], src_vocab_size=vocab, tgt_vocab_size=vocab, **common)
+        return FSMTConfig(langs=["src", "tgt"], src_vocab_size=vocab, tgt_vocab_size=target_vocab, **common)
     if config.layer_norm_position == "pre":
         return PegasusConfig(**common)
     shared = getattr(config, "share_encoder_decoder_embeddings", True)
-    return MarianConfig(**common, share_encoder_decoder_embeddings=shared)
+    return MarianConfig(**common, share_encoder_decoder_embeddings=shared, decoder_vocab_size=target_vocab)
 
 
 def _device_of(model: nn.Module) -> torch.device:
