@@ -1,4 +1,5 @@
-"""`deep-nmt convert fairseq`: bring a fairseq Transformer checkpoint (or a deep fork's) in as one of our models."""
+"""`deep-nmt convert fairseq` / `convert zero`: bring a fairseq Transformer checkpoint (or a deep fork's), or a
+model of the DS-Init authors' TensorFlow toolkit (bzhangGo/zero), in as one of our models."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ def add_parsers(commands: Any) -> dict[str, Any]:
     """The `convert` parser with its `fairseq` subcommand; returns {command: handler}."""
     convert = commands.add_parser(
         "convert",
-        help="convert a model trained elsewhere (fairseq) into a deep_nmt_hf model directory",
+        help="convert a model trained elsewhere (fairseq, zero) into a deep_nmt_hf model directory",
         description="Convert a model trained with other code into a directory that from_pretrained, "
         "pipeline('translation'), deep-nmt translate / evaluate / fold load. See docs/converting.md.",
         formatter_class=_HelpFormatter,
@@ -56,10 +57,40 @@ def add_parsers(commands: Any) -> dict[str, Any]:
         action="store_true",
         help="load a checkpoint holding pickled objects beyond tensors and argparse.Namespace (only files you trust)",
     )
+    zero = sources.add_parser(
+        "zero",
+        help="a model of bzhangGo/zero (TensorFlow): the DS-Init + merged-attention models and their baselines",
+        description="A checkpoint directory of the DS-Init authors' TensorFlow toolkit bzhangGo/zero (param.json, "
+        "tf.train.Saver's model-STEP.index / .data-*, the vocabularies param.json names, looked up beside it) with "
+        "model_name transformer_fuse (DS-Init + merged attention) or transformer (the baselines) becomes a model "
+        "that scores exactly as zero does. TensorFlow is not needed (pip install deep_nmt_hf[convert-tf] only for "
+        "checkpoints this reader refuses).",
+        formatter_class=_HelpFormatter,
+        epilog="example:\n  deep-nmt convert zero base+fuse_init20 converted/fuse20 --bpe-codes base+fuse_init20/bpe32k",
+    )
+    zero.add_argument("checkpoint_dir", type=Path, help="zero's model directory (param.json, checkpoint)")
+    zero.add_argument("output_dir", type=Path, help="new directory for the converted model")
+    zero.add_argument(
+        "--source-vocab",
+        type=Path,
+        help="the source vocabulary (default: param.json's src_vocab_file, beside it)",
+    )
+    zero.add_argument(
+        "--target-vocab",
+        type=Path,
+        help="the target vocabulary (default: param.json's tgt_vocab_file, beside it)",
+    )
+    zero.add_argument(
+        "--bpe-codes",
+        type=Path,
+        help="subword-nmt BPE codes: the tokenizer then splits raw (tokenised) text as the training data was",
+    )
     return {"convert": _cmd_convert}
 
 
 def _cmd_convert(args: argparse.Namespace) -> int:
+    if args.source == "zero":
+        return _cmd_convert_zero(args)
     from ..publish.convert_fairseq import convert_fairseq
 
     out = convert_fairseq(
@@ -75,5 +106,23 @@ def _cmd_convert(args: argparse.Namespace) -> int:
 
     provenance = json.loads((out / "conversion.json").read_text(encoding="utf-8"))
     print(f"converted {args.checkpoint} ({provenance['layout']['fork']} layout) into {out}")
+    print(f"tokenizer: {provenance['tokenizer']}; not reproduced: {provenance['not_reproduced']}")
+    return 0
+
+
+def _cmd_convert_zero(args: argparse.Namespace) -> int:
+    import json
+
+    from ..publish.convert_zero import convert_zero
+
+    out = convert_zero(
+        args.checkpoint_dir,
+        args.output_dir,
+        source_vocab=args.source_vocab,
+        target_vocab=args.target_vocab,
+        bpe_codes=args.bpe_codes,
+    )
+    provenance = json.loads((out / "conversion.json").read_text(encoding="utf-8"))
+    print(f"converted {provenance['converted_from']} into {out}")
     print(f"tokenizer: {provenance['tokenizer']}; not reproduced: {provenance['not_reproduced']}")
     return 0

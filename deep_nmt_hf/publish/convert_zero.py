@@ -459,20 +459,28 @@ def zero_model(
     model.eval()
     model.generation_config = zero_generation_config(config, params)
     codes = Path(bpe_codes) if bpe_codes else None
-    if source == target:
-        tokenizers = {"": build_zero_tokenizer(source, codes)}
-    else:
-        tokenizers = {
-            "source_tokenizer": build_zero_tokenizer(source, codes),
-            "target_tokenizer": build_zero_tokenizer(target, codes),
-        }
+    tokenizers, why_none = {}, ""
+    try:
+        if source == target:
+            tokenizers = {"": build_zero_tokenizer(source, codes)}
+        else:
+            tokenizers = {
+                "source_tokenizer": build_zero_tokenizer(source, codes),
+                "target_tokenizer": build_zero_tokenizer(target, codes),
+            }
+    except ConversionError as err:  # BPE pieces but no codes: the model converts, without a tokenizer
+        if codes is not None:
+            raise
+        why_none = str(err)
     provenance = {
         "converted_from": f"bzhangGo/zero {params['model_name']}: {prefix.name}",
         "param_json": {k: params[k] for k in sorted(ZERO_DEFAULTS) if k in params},
         "source_vocabulary": source_path.name,
         "target_vocabulary": target_path.name,
         "bpe_codes": codes.name if codes else None,
-        "tokenizer": "one for both sides (one vocabulary)"
+        "tokenizer": f"none: {why_none}"
+        if not tokenizers
+        else "one for both sides (one vocabulary)"
         if "" in tokenizers
         else "source_tokenizer/ (encode) and target_tokenizer/ (decode): two vocabularies",
         "not_reproduced": "Moses tokenisation / detokenisation, truecasing, subword-nmt's vocabulary filter; "

@@ -1,0 +1,276 @@
+"""`deep-nmt convert zero` against the DS-Init authors' own TensorFlow code (bzhangGo/zero).
+
+The fixtures in tests/fixtures/zero/ were written by zero's graph code (models/transformer_fuse.py,
+models/transformer.py, func.py, search.py at d97e2c2) run under TensorFlow 2.21's `tf.compat.v1`
+(tests/fixtures/make_zero_fixtures.py; two textual patches at generation time only: the `tensorflow.compat.v1`
+import and `collections.abc.Mapping`, see its docstring): tiny random-weight models saved with `tf.train.Saver`,
+zero's param.json and vocabularies, subword-nmt BPE codes, and what zero computed — per-token log-probabilities of
+given targets (its training-mode decoder), greedy outputs, and its beam search's final hypotheses with their GNMT
+scores (cache mode: the incremental decoder with the merged attention's running sum).
+
+The project's environment has no TensorFlow: these tests read the checkpoints through the converter's own reader
+of the V2 checkpoint format (publish/tf_checkpoint.py), the path every conversion takes unless that reader refuses a
+file (then TensorFlow, the `[convert-tf]` extra, is used).
+
+Beam search itself may prune differently (Transformers finishes beams by its own rules, zero keeps an alive and a
+finished set of `beam` each and stops at source length + decode_length), so zero's hypotheses are RESCORED: each
+one's summed log-prob over GNMT's ((5 + len) / 6)^α must be zero's score.
+
+Converted models do not fold: merged attention, the embedding bias and the zero-vector decoder start have no stock
+Transformers equivalent; `deep-nmt fold` refuses them with those reasons (checked below).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+from transformers import AutoModelForSeq2SeqLM
+
+from deep_nmt_hf.cli import main
+from deep_nmt_hf.model.length_penalty import gnmt_penalty
+from deep_nmt_hf.publish.convert_zero import (
+    ConversionError,
+    convert_weights,
+    read_params,
+    read_vocab,
+    zero_model,
+)
+from deep_nmt_hf.publish.tf_checkpoint import read_checkpoint
+
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "zero"
+NAMES = json.loads((FIXTURES / "MANIFEST.json").read_text())["fixtures"]
+TOLERANCE = 1e-4
+
+
+def reference(name: str) -> dict:
+    return json.loads((FIXTURES / name / "reference.json").read_text())
+
+
+def batch_logprobs(model, sources: list[list[int]], targets: list[list[int]]) -> torch.Tensor:
+    """(batch, target length, vocab) log-probs, sources and targets right-padded with <pad> = 0 in one batch."""
+    width, length = max(map(len, sources)), max(map(len, targets))
+    source = torch.tensor([s + [0] * (width - len(s)) for s in sources])
+    target = torch.tensor([t + [0] * (length - len(t)) for t in targets])
+    start = torch.full((len(targets), 1), model.config.decoder_start_token_id)
+    with torch.no_grad():
+        logits = model(
+            input_ids=source,
+            attention_mask=source.ne(0),
+            decoder_input_ids=torch.cat([start, target[:, :-1]], dim=1),
+            decoder_attention_mask=target.ne(0),
+        ).logits
+    return torch.log_softmax(logits.float(), dim=-1)
+
+
+def token_logprobs(model, source: list[int], target: list[int]) -> torch.Tensor:
+    lprobs = batch_logprobs(model, [source], [target])[0]
+    return lprobs.gather(1, torch.tensor(target).unsqueeze(1)).squeeze(1)
+
+
+def check_against_zero(model, ref: dict) -> None:
+    """Log-probs within 1e-4 (one padded batch), greedy identical, zero's beam hypotheses rescoring to its scores."""
+    sources = [pair["source"] for pair in ref["pairs"]]
+    targets = [pair["target"] for pair in ref["pairs"]]
+    lprobs = batch_logprobs(model, sources, targets)
+    for row, (target, expected) in enumerate(zip(targets, ref["log_probs"], strict=True)):
+        ours = lprobs[row, torch.arange(len(target)), torch.tensor(target)]
+        torch.testing.assert_close(ours, torch.tensor(expected), atol=TOLERANCE, rtol=0)
+    for source, greedy in zip(sources, ref["greedy"], strict=True):
+        with torch.no_grad():
+            out = model.generate(
+                torch.tensor([source]), num_beams=1, do_sample=False, max_new_tokens=len(source) + 6
+            )
+        assert out[0, 1:].tolist() == greedy  # out[0, 0]: the decoder start (<pad>, read as a zero vector)
+    for source, hypotheses in zip(sources, ref["beam"], strict=True):
+        for hypothesis in hypotheses:
+            tokens = hypothesis["tokens"]
+            score = token_logprobs(model, source, tokens).sum() / gnmt_penalty(len(tokens), ref["alpha"])
+            assert abs(score.item() - hypothesis["score"]) < TOLERANCE, (tokens, score, hypothesis["score"])
+
+
+@pytest.fixture(scope="module")
+def converted(tmp_path_factory) -> dict[str, Path]:
+    """Every fixture converted once through the command line (save_pretrained inside)."""
+    root = tmp_path_factory.mktemp("converted")
+    out = {}
+    for name in NAMES:
+        out[name] = root / name
+        argv = ["convert", "zero", str(FIXTURES / name), str(out[name])]
+        assert main(argv + ["--bpe-codes", str(FIXTURES / name / "bpe.codes")]) == 0
+    return out
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_converted_model_scores_as_zero_after_save_and_load(name: str, converted: dict[str, Path]) -> None:
+    model = AutoModelForSeq2SeqLM.from_pretrained(converted[name]).eval()
+    check_against_zero(model, reference(name))
+
+
+def test_in_memory_model_scores_as_zero_and_holds_its_form() -> None:
+    folder = FIXTURES / "fuse_separate"
+    model, tokenizers, _ = zero_model(folder, bpe_codes=folder / "bpe.codes")
+    config = model.config
+    assert config.decoder_attention == "merged" and config.embedding_bias
+    assert config.decoder_start_embedding == "zero" and config.layer_norm_eps == 1e-8
+    sizes = [len(read_vocab(folder / f"vocab.zero.{side}")) for side in ("src", "tgt")]
+    assert (config.vocab_size, config.decoder_vocab_size) == (sizes[0], sizes[1]) != (sizes[0], sizes[0])
+    assert tokenizers["target_tokenizer"].convert_ids_to_tokens(2) == "<eos>"
+    assert model.generation_config.length_penalty_form == "gnmt"
+    check_against_zero(model, reference("fuse_separate"))
+
+
+def test_zero_start_is_what_matches_zero() -> None:
+    """The decoder's first input must be a zero vector: reading the start token's embedding (+ bias) instead
+    moves the log-probs far past the tolerance (the check above would fail without the new field)."""
+    model, _, _ = zero_model(FIXTURES / "fuse_shared")
+    ref = reference("fuse_shared")
+    pair = ref["pairs"][0]
+    model.model.decoder.zero_start = False
+    ours = token_logprobs(model, pair["source"], pair["target"])
+    assert (ours - torch.tensor(ref["log_probs"][0])).abs().max() > 1e-2
+
+
+def test_our_beam_search_with_gnmt_penalty_finds_zeros_best(converted: dict[str, Path]) -> None:
+    """Where zero's best hypothesis ends in <eos>, ours (beam 4, GNMT's α from param.json) finds it too."""
+    ref = reference("fuse_untied")
+    model = AutoModelForSeq2SeqLM.from_pretrained(converted["fuse_untied"]).eval()
+    checked = 0
+    for pair, hypotheses in zip(ref["pairs"], ref["beam"], strict=True):
+        best = max(hypotheses, key=lambda h: h["score"])
+        if best["tokens"][-1] != 2:
+            continue
+        with torch.no_grad():
+            out = model.generate(torch.tensor([pair["source"]]), max_new_tokens=len(pair["source"]) + 6)
+        assert out[0, 1:].tolist() == best["tokens"]
+        checked += 1
+    assert checked
+
+
+def test_tokenizers_reproduce_subword_nmt_and_zeros_vocab(converted: dict[str, Path]) -> None:
+    """One vocabulary: one tokenizer, and pipeline('translation') runs on raw text; two: source_tokenizer/ and
+    target_tokenizer/. Ids are zero's Vocab.to_id of subword-nmt's segmentation (<unk> = 1 for unknown pieces)."""
+    from transformers import AutoTokenizer, pipeline
+
+    for name, folder in (("fuse_shared", ""), ("fuse_separate", "source_tokenizer")):
+        ref = reference(name)["tokenizer"]
+        tokenizer = AutoTokenizer.from_pretrained(converted[name] / folder)
+        config = json.loads((converted[name] / "config.json").read_text())
+        for raw, ids in zip(ref["raw"], ref["ids"], strict=True):
+            ours = [i if i < config["vocab_size"] else 1 for i in tokenizer(raw).input_ids]
+            assert ours == ids
+    translate = pipeline("translation", model=str(converted["fuse_shared"]))
+    ref = reference("fuse_shared")
+    tokenizer = AutoTokenizer.from_pretrained(converted["fuse_shared"])
+    text = translate(ref["tokenizer"]["raw"][0], num_beams=1, max_new_tokens=5)[0]["translation_text"]
+    assert text and "@@" not in text
+    target = AutoTokenizer.from_pretrained(converted["fuse_separate"] / "target_tokenizer")
+    greedy = reference("fuse_separate")["greedy"][0]
+    assert target.decode(greedy, skip_special_tokens=True) == target.decode(
+        [t for t in greedy if t > 2], skip_special_tokens=True
+    )
+    assert len(target) >= 29 and not (converted["fuse_separate"] / "tokenizer.json").exists()
+
+
+@pytest.mark.parametrize("name", ["fuse_shared", "transformer_separate"])
+def test_fold_refuses_with_the_reason(name: str, converted: dict[str, Path], tmp_path: Path, capsys) -> None:
+    out = tmp_path / "folded"
+    code, err = run_cli(["fold", str(converted[name]), str(out)], capsys)
+    reasons = ["embedding_bias=True", "decoder_start_embedding='zero'"]
+    assert_refused(code, err, out, *reasons, *(["decoder_attention='merged'"] if "fuse" in name else []))
+
+
+# ------------------------------------------------------------------------------------------------ bad input
+def run_cli(argv: list[str], capsys) -> tuple[int, str]:
+    code = main(argv)
+    return code, capsys.readouterr().err
+
+
+def assert_refused(code: int, err: str, output: Path, *words: str) -> None:
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert code == 2 and len(lines) == 1 and lines[0].startswith("error: "), err
+    for word in words:
+        assert word in lines[0], lines[0]
+    assert not output.exists()
+    assert not list(output.parent.glob(f".{output.name}*"))  # no half-written sibling left
+
+
+def copy_fixture(name: str, into: Path) -> Path:
+    return Path(shutil.copytree(FIXTURES / name, into / name))
+
+
+def test_missing_param_json_is_refused(tmp_path: Path, capsys) -> None:
+    model = copy_fixture("fuse_shared", tmp_path)
+    (model / "param.json").unlink()
+    out = tmp_path / "out"
+    assert_refused(*run_cli(["convert", "zero", str(model), str(out)], capsys), out, "param.json")
+
+
+def test_missing_vocabulary_is_refused(tmp_path: Path, capsys) -> None:
+    model = copy_fixture("fuse_separate", tmp_path)
+    (model / "vocab.zero.tgt").unlink()
+    out = tmp_path / "out"
+    code, err = run_cli(["convert", "zero", str(model), str(out)], capsys)
+    assert_refused(code, err, out, "vocab.zero.tgt", "--target-vocab")
+
+
+def test_vocabulary_size_mismatch_is_refused(tmp_path: Path, capsys) -> None:
+    lines = (FIXTURES / "fuse_separate" / "vocab.zero.src").read_text().splitlines()
+    (tmp_path / "short.txt").write_text("\n".join(lines[:-1]) + "\n")
+    out = tmp_path / "out"
+    argv = [
+        "convert",
+        "zero",
+        str(FIXTURES / "fuse_separate"),
+        str(out),
+        "--source-vocab",
+        str(tmp_path / "short.txt"),
+    ]
+    code, err = run_cli(argv, capsys)
+    assert_refused(code, err, out, f"{len(lines) - 1} entries", f"{len(lines)} rows", "src_embedding")
+
+
+@pytest.mark.parametrize("model_name", ["rnnsearch", "transformer_aan"])
+def test_other_model_name_is_refused(model_name: str, tmp_path: Path, capsys) -> None:
+    model = copy_fixture("fuse_shared", tmp_path)
+    params = json.loads((model / "param.json").read_text())
+    (model / "param.json").write_text(json.dumps(params | {"model_name": model_name}) + "\n")
+    out = tmp_path / "out"
+    code, err = run_cli(["convert", "zero", str(model), str(out)], capsys)
+    assert_refused(code, err, out, f"model_name={model_name!r}", "transformer_fuse")
+
+
+def test_unknown_model_variable_is_refused() -> None:
+    params = read_params(FIXTURES / "fuse_shared")
+    model, _, _ = zero_model(FIXTURES / "fuse_shared")
+    weights = {
+        name[len("transformer_fuse/") :]: value
+        for name, value in read_checkpoint(FIXTURES / "fuse_shared").items()
+        if name.startswith("transformer_fuse/")
+    }
+    assert convert_weights(weights, params, model.config)  # Adam's slots are skipped
+    weights["decoder/layer_1/fuse_attention/gate/W_0_0"] = weights["bias"]
+    with pytest.raises(ConversionError, match="decoder/layer_1/fuse_attention/gate/W_0_0.*unknown layout"):
+        convert_weights(weights, params, model.config)
+
+
+def test_checkpoint_file_naming_the_training_machines_path_is_followed(tmp_path: Path) -> None:
+    """zero's `checkpoint` file records the path it was saved to; a released directory is read by file name."""
+    model = copy_fixture("fuse_untied", tmp_path)
+    (model / "checkpoint").write_text('model_checkpoint_path: "/home/zero/train/model-100"\n')
+    ours, _, provenance = zero_model(model)
+    assert provenance["converted_from"].endswith("model-100")
+    check_against_zero(ours, reference("fuse_untied"))
+
+
+def test_checkpoint_reader_agrees_with_the_variables_zero_saved() -> None:
+    variables = read_checkpoint(FIXTURES / "fuse_shared")
+    assert variables["global_step"].dtype.kind == "i"
+    assert variables["transformer_fuse/encoder/layer_0/self_attention/dot_attention/qkv_map/W_0_0"].shape == (
+        16,
+        48,
+    )
+    assert "transformer_fuse/bias/Adam_1" in variables  # the optimizer's slots are in the file
