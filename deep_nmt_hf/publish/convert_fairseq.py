@@ -349,11 +349,9 @@ def build_config(checkpoint: Checkpoint, source: list[str], target: list[str]) -
                 f"{name}'s {'en' if side == 'source' else 'de'}coder embedding has {table.shape[0]} rows; give the "
                 "dictionary the model was trained with"
             )
-    if embed.shape[0] != target_embed.shape[0]:
-        raise ConversionError(
-            f"source and target vocabularies differ in size ({embed.shape[0]} vs {target_embed.shape[0]}); our "
-            "models hold one vocabulary size (train with --joined-dictionary, or pad the smaller dictionary)"
-        )
+    # dictionaries of different sizes: the decoder's own embedding and output projection of the target's size
+    # (`decoder_vocab_size`, MarianConfig's rule)
+    target_size = None if embed.shape[0] == target_embed.shape[0] else target_embed.shape[0]
     d_model = embed.shape[1]
     if target_embed.shape[1] != d_model:
         raise ConversionError(f"{name}: encoder width {d_model} != decoder width {target_embed.shape[1]}")
@@ -398,6 +396,7 @@ def build_config(checkpoint: Checkpoint, source: list[str], target: list[str]) -
     heads_d = int(_option(options, "decoder_attention_heads", heads_e))
     fields = dict(
         vocab_size=embed.shape[0],
+        decoder_vocab_size=target_size,
         d_model=d_model,
         encoder_layers=layout["encoder_layers"],
         decoder_layers=layout["decoder_layers"],
