@@ -80,6 +80,12 @@ def _load_model(model: str) -> tuple[Any, Any]:
     if Path(model).expanduser().is_dir():
         check_model_type(Path(model).expanduser())
     try:  # trust_remote_code=False: never Transformers' question on stdin (a Hub model of another type fails)
+        from ..publish.paired_tokenizer import has_paired_tokenizers, load_paired_tokenizer
+
+        if has_paired_tokenizers(model):  # two vocabularies (a converted zero model): encode / decode apart
+            return AutoModelForSeq2SeqLM.from_pretrained(
+                model, trust_remote_code=False
+            ), load_paired_tokenizer(model)
         return (
             AutoModelForSeq2SeqLM.from_pretrained(model, trust_remote_code=False),
             AutoTokenizer.from_pretrained(model, trust_remote_code=False),

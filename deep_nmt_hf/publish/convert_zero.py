@@ -57,6 +57,7 @@ import numpy as np
 import torch
 
 from .convert_fairseq import ConversionError
+from .paired_tokenizer import SOURCE_DIR, TARGET_DIR
 
 PAD, UNK, EOS = 0, 1, 2
 SPECIALS = ("<pad>", "<unk>", "<eos>")  # vocab.py:16-22, ids 0..2
@@ -465,8 +466,8 @@ def zero_model(
             tokenizers = {"": build_zero_tokenizer(source, codes)}
         else:
             tokenizers = {
-                "source_tokenizer": build_zero_tokenizer(source, codes),
-                "target_tokenizer": build_zero_tokenizer(target, codes),
+                SOURCE_DIR: build_zero_tokenizer(source, codes),
+                TARGET_DIR: build_zero_tokenizer(target, codes),
             }
     except ConversionError as err:  # BPE pieces but no codes: the model converts, without a tokenizer
         if codes is not None:
@@ -482,7 +483,8 @@ def zero_model(
         if not tokenizers
         else "one for both sides (one vocabulary)"
         if "" in tokenizers
-        else "source_tokenizer/ (encode) and target_tokenizer/ (decode): two vocabularies",
+        else "source_tokenizer/ (encode) and target_tokenizer/ (decode): two vocabularies; deep-nmt translate "
+        "reads both",
         "not_reproduced": "Moses tokenisation / detokenisation, truecasing, subword-nmt's vocabulary filter; "
         f"zero's length limit (source length + {params['decode_length']}: max_length={MAX_LENGTH} here)",
     }

@@ -274,3 +274,30 @@ def test_checkpoint_reader_agrees_with_the_variables_zero_saved() -> None:
         48,
     )
     assert "transformer_fuse/bias/Adam_1" in variables  # the optimizer's slots are in the file
+
+
+def test_translate_command_encodes_with_the_source_and_decodes_with_the_target_vocabulary(
+    converted: dict[str, Path], monkeypatch, capsys
+) -> None:
+    """Two vocabularies: `deep-nmt translate` reads source_tokenizer/ and target_tokenizer/ (PairedTokenizer)."""
+    import io
+    import sys
+
+    from transformers import AutoTokenizer
+
+    folder = converted["fuse_separate"]
+    raw = reference("fuse_separate")["tokenizer"]["raw"]
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(("\n".join(raw) + "\n").encode())))
+    assert main(["translate", str(folder), "--num-beams", "1", "--max-new-tokens", "8"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    source = AutoTokenizer.from_pretrained(folder / "source_tokenizer")
+    target = AutoTokenizer.from_pretrained(folder / "target_tokenizer")
+    model = AutoModelForSeq2SeqLM.from_pretrained(folder).eval()
+    expected, wrong = [], []
+    for sentence in raw:
+        ids = [i if i < model.config.vocab_size else 1 for i in source(sentence).input_ids]
+        with torch.no_grad():
+            out = model.generate(torch.tensor([ids]), num_beams=1, max_new_tokens=8)
+        expected.append(target.decode(out[0], skip_special_tokens=True).strip())
+        wrong.append(source.decode(out[0], skip_special_tokens=True).strip())
+    assert lines == expected and all(lines) and lines != wrong
