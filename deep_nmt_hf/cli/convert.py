@@ -85,6 +85,11 @@ def add_parsers(commands: Any) -> dict[str, Any]:
         type=Path,
         help="subword-nmt BPE codes: the tokenizer then splits raw (tokenised) text as the training data was",
     )
+    zero.add_argument(
+        "--released",
+        choices=("base", "big", "base_fuse_init20", "base_fuse_init30", "big_fuse_init20"),
+        help="the authors' released model this is (its shape is checked): writes its model card as README.md",
+    )
     return {"convert": _cmd_convert}
 
 
@@ -121,6 +126,7 @@ def _cmd_convert_zero(args: argparse.Namespace) -> int:
         source_vocab=args.source_vocab,
         target_vocab=args.target_vocab,
         bpe_codes=args.bpe_codes,
+        released=args.released,
     )
     provenance = json.loads((out / "conversion.json").read_text(encoding="utf-8"))
     print(f"converted {provenance['converted_from']} into {out}")

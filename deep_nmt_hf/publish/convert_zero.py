@@ -86,6 +86,15 @@ ZERO_DEFAULTS: dict[str, Any] = {
     "src_vocab_file": "",
     "tgt_vocab_file": "",
 }
+# the five WMT14 En-De models the authors released (zero's docs/depth_scale_init_and_merged_attention/README.md):
+# `--released NAME` checks the shape and writes model_cards/zero/NAME.md as the folder's README.md
+RELEASED: dict[str, tuple[str, int, int]] = {  # name -> (model_name, hidden_size, layers per side)
+    "base": ("transformer", 512, 6),
+    "big": ("transformer", 1024, 6),
+    "base_fuse_init20": ("transformer_fuse", 512, 20),
+    "base_fuse_init30": ("transformer_fuse", 512, 30),
+    "big_fuse_init20": ("transformer_fuse", 1024, 20),
+}
 MAX_POSITIONS = 1024  # the timing signal has no limit; our table is rebuilt on load with this many rows
 MAX_LENGTH = 256  # generation's fixed length limit (zero's is source length + decode_length)
 
@@ -393,6 +402,27 @@ def build_zero_tokenizer(symbols: list[str], codes: Path | None) -> Any:
 
 
 # ------------------------------------------------------------------------------------------------ the whole
+def released_card(name: str, params: dict[str, Any]) -> str:
+    """The model card of the released model `name`, after checking that param.json has its shape."""
+    from .hub import card_dir
+
+    if name not in RELEASED:
+        raise ConversionError(f"--released {name!r}: the released models are {', '.join(RELEASED)}")
+    found = (
+        params["model_name"],
+        params["hidden_size"],
+        params["num_encoder_layer"],
+        params["num_decoder_layer"],
+    )
+    model_name, width, layers = RELEASED[name]
+    if found != (model_name, width, layers, layers):
+        raise ConversionError(
+            f"--released {name}: param.json has model_name={found[0]!r}, hidden_size={found[1]}, "
+            f"{found[2]}+{found[3]} layers; the released {name} has {model_name!r}, {width}, {layers}+{layers}"
+        )
+    return (card_dir() / "zero" / f"{name}.md").read_text(encoding="utf-8")
+
+
 def zero_generation_config(config: Any, params: dict[str, Any]) -> Any:
     """search.py's settings: beam `beam_size`, GNMT's penalty with α = `decode_alpha`, no `<eos>` first."""
     from transformers import GenerationConfig
@@ -415,6 +445,7 @@ def zero_model(
     source_vocab: str | Path | None = None,
     target_vocab: str | Path | None = None,
     bpe_codes: str | Path | None = None,
+    released: str | None = None,
 ) -> tuple[Any, dict[str, Any], dict[str, Any]]:
     """(our model in eval mode, tokenizers {"": one for both sides} or {"source_tokenizer": ..,
     "target_tokenizer": ..}, what was converted) from a zero checkpoint directory."""
@@ -428,6 +459,7 @@ def zero_model(
         )
     params = read_params(directory)
     check_model_name(params)
+    card = released_card(released, params) if released else None
     source_path = find_vocab(
         directory, params["src_vocab_file"], Path(source_vocab) if source_vocab else None, "source"
     )
@@ -485,9 +517,12 @@ def zero_model(
         if "" in tokenizers
         else "source_tokenizer/ (encode) and target_tokenizer/ (decode): two vocabularies; deep-nmt translate "
         "reads both",
+        "model_card": f"model_cards/zero/{released}.md (the released {released})" if card else None,
         "not_reproduced": "Moses tokenisation / detokenisation, truecasing, subword-nmt's vocabulary filter; "
         f"zero's length limit (source length + {params['decode_length']}: max_length={MAX_LENGTH} here)",
     }
+    if card:
+        provenance["card_text"] = card
     return model, tokenizers, provenance
 
 
@@ -497,15 +532,22 @@ def convert_zero(
     source_vocab: str | Path | None = None,
     target_vocab: str | Path | None = None,
     bpe_codes: str | Path | None = None,
+    released: str | None = None,
 ) -> Path:
-    """Convert into `output_dir`, which appears complete or not at all."""
+    """Convert into `output_dir`, which appears complete or not at all; `released` (one of RELEASED) writes that
+    model's card as README.md."""
     from ..data.atomic import atomic_directory
 
     output_dir = Path(output_dir)
     if output_dir.exists():
         raise ConversionError(f"{output_dir} exists already; choose a new output directory")
-    model, tokenizers, provenance = zero_model(checkpoint_dir, source_vocab, target_vocab, bpe_codes)
+    model, tokenizers, provenance = zero_model(
+        checkpoint_dir, source_vocab, target_vocab, bpe_codes, released
+    )
+    card = provenance.pop("card_text", None)
     with atomic_directory(output_dir) as work:
+        if card:
+            (work / "README.md").write_text(card, encoding="utf-8")
         model.save_pretrained(work)
         for folder, tokenizer in tokenizers.items():
             tokenizer.save_pretrained(work / folder if folder else work)
@@ -527,6 +569,7 @@ __all__ = [
     "convert_zero",
     "read_params",
     "read_vocab",
+    "released_card",
     "zero_generation_config",
     "zero_model",
 ]

@@ -301,3 +301,32 @@ def test_translate_command_encodes_with_the_source_and_decodes_with_the_target_v
         expected.append(target.decode(out[0], skip_special_tokens=True).strip())
         wrong.append(source.decode(out[0], skip_special_tokens=True).strip())
     assert lines == expected and all(lines) and lines != wrong
+
+
+PAPER_BLEU = {
+    "base": "27.59",
+    "big": "29.07",
+    "base_fuse_init20": "28.67",
+    "base_fuse_init30": "28.86",
+    "big_fuse_init20": "29.62",
+}
+
+
+@pytest.mark.parametrize("name", sorted(PAPER_BLEU))
+def test_released_models_card_cites_the_papers_bleu_and_says_it_was_not_rescored(name: str) -> None:
+    from deep_nmt_hf.publish.convert_zero import RELEASED, released_card
+
+    model_name, width, layers = RELEASED[name]
+    params = read_params(FIXTURES / "fuse_shared") | {"model_name": model_name, "hidden_size": width}
+    card = released_card(name, params | {"num_encoder_layer": layers, "num_decoder_layer": layers})
+    assert f"**{PAPER_BLEU[name]}**" in card and "newstest2014" in card
+    assert "Not re-scored here" in card and "no network" in card.replace("\n", " ")
+    assert f"model/{name.replace('_fuse', '+fuse')}.tar.gz" in card
+
+
+def test_released_flag_checks_the_shape(tmp_path: Path, capsys) -> None:
+    out = tmp_path / "out"
+    code, err = run_cli(
+        ["convert", "zero", str(FIXTURES / "fuse_shared"), str(out), "--released", "big"], capsys
+    )
+    assert_refused(code, err, out, "--released big", "hidden_size=16", "1024")
