@@ -547,7 +547,8 @@ class DeepNMTPreTrainedModel(PreTrainedModel):
     def dummy_inputs(self) -> dict[str, torch.Tensor]:
         pad, eos = self.config.pad_token_id, self.config.eos_token_id
         input_ids = (
-            torch.tensor([[5, 6, 7, eos], [8, 9, eos, pad]], device=self.device) % self.config.vocab_size
+            torch.tensor([[5, 6, 7, eos], [8, 9, eos, pad]], device=self.device)
+            % min(self.config.vocab_size, target_vocab_size(self.config))  # ids both vocabularies hold
         )
         return {"input_ids": input_ids, "attention_mask": input_ids.ne(pad), "decoder_input_ids": input_ids}
 
