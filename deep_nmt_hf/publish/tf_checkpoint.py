@@ -146,7 +146,8 @@ def checkpoint_prefix(path: str | Path) -> Path:
             match = re.search(r'^model_checkpoint_path:\s*"(.*)"', state.read_text(encoding="utf-8"), re.M)
             if match:
                 recorded = Path(match.group(1))
-                for candidate in (recorded, path / recorded, path / recorded.name):
+                # a relative path is relative to the directory (tf.train.get_checkpoint_state), never the cwd
+                for candidate in (path / recorded, path / recorded.name):
                     if Path(f"{candidate}.index").is_file():
                         return candidate
         indexes = sorted(path.glob("*.index"))
@@ -228,8 +229,16 @@ def read_checkpoint(path: str | Path) -> dict[str, np.ndarray]:
             raise UnsupportedCheckpoint(
                 f"{prefix}: {err}; reading it needs TensorFlow: pip install deep_nmt_hf[convert-tf]"
             ) from None
-        reader = tf.train.load_checkpoint(str(prefix))
-        return {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()}
+        try:
+            reader = tf.train.load_checkpoint(str(prefix))
+            return {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()}
+        except Exception as tf_error:  # TensorFlow's own errors are many lines: one line naming both
+            first = (
+                str(tf_error).strip().splitlines()[0] if str(tf_error).strip() else type(tf_error).__name__
+            )
+            raise UnsupportedCheckpoint(
+                f"{prefix}: {err}; TensorFlow cannot read it either: {first}"
+            ) from None
 
 
 __all__ = ["UnsupportedCheckpoint", "checkpoint_prefix", "read_checkpoint", "read_index", "read_tensors"]

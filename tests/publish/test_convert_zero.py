@@ -330,3 +330,11 @@ def test_released_flag_checks_the_shape(tmp_path: Path, capsys) -> None:
         ["convert", "zero", str(FIXTURES / "fuse_shared"), str(out), "--released", "big"], capsys
     )
     assert_refused(code, err, out, "--released big", "hidden_size=16", "1024")
+
+
+def test_unreadable_checkpoint_is_refused(tmp_path: Path, capsys) -> None:
+    model = copy_fixture("fuse_untied", tmp_path)
+    (model / "model-100.index").write_bytes(b"not an index" * 8)
+    out = tmp_path / "out"
+    code, err = run_cli(["convert", "zero", str(model), str(out)], capsys)
+    assert_refused(code, err, out, "model-100.index is not a TensorFlow V2 checkpoint index")
