@@ -39,7 +39,6 @@ import json
 import math
 import os
 import statistics
-import sys
 import tempfile
 import time
 from collections import Counter
@@ -47,12 +46,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent / "lib"))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import torch
+from torch.overrides import TorchFunctionMode
 
-import torch  # noqa: E402
-from common import RESULTS, markdown_table, provenance  # noqa: E402
-from torch.overrides import TorchFunctionMode  # noqa: E402
+from bench.lib.common import RESULTS, markdown_table, provenance
 
 # dense bf16 tensor-core peak (no sparsity), TFLOP/s, by a substring of torch.cuda.get_device_name()
 PEAK_BF16 = {

@@ -8,19 +8,15 @@ import argparse
 import json
 import random
 import statistics
-import sys
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench" / "lib"))  # the bench helpers, the study
-
-import machine_speed  # noqa: E402
-from depth import claims as depth_claims  # noqa: E402
-from depth import core, pilot, pricing, report, study, summaries  # noqa: E402
-from depth import rows as depth_rows  # noqa: E402
-from depth.style import line_style  # noqa: E402
-
+from bench.lib import machine_speed
+from bench.lib.depth import claims as depth_claims
+from bench.lib.depth import core, pilot, pricing, report, study, summaries
+from bench.lib.depth import rows as depth_rows
+from bench.lib.depth.style import line_style
 from deep_nmt_hf.science.significance import (  # noqa: E402
     bleu_from_statistics,
     bleu_statistics,
@@ -619,7 +615,7 @@ def test_report_markdown_and_json(records: dict) -> None:
 def test_the_claims_plot_has_a_line_per_claim_and_clips_large_differences(
     records: dict, tmp_path: Path
 ) -> None:
-    import claims_plot
+    from bench.lib import claims_plot
 
     assert claims_plot.clip(28.9, 8.0) == (8.0, 1)
     assert claims_plot.clip(-30.0, 8.0) == (-8.0, -1)
@@ -867,7 +863,7 @@ def test_the_paper_curves_panel_each_paper_with_the_rows_its_claims_compare(
 ) -> None:
     """paper_curves: a panel a paper (ADMIN's 36-6 claims a second one) holding exactly the rows its claims compare
     that have records, each the mean of its seeds' validation BLEU per epoch."""
-    import paper_curves
+    from bench.lib import paper_curves
 
     with_bleu = {
         name: [

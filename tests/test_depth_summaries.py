@@ -6,12 +6,9 @@ the committed records. Reads committed files; the regeneration runs the report's
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench" / "lib"))  # the bench helpers, the study
-
-from depth import report, sentences, study  # noqa: E402
+from bench.lib.depth import report, sentences, study
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"

@@ -6,25 +6,19 @@ from __future__ import annotations
 
 import argparse
 import functools
-import sys
 from pathlib import Path
 
 import pytest
 import torch
 from factories import VOCAB, variant_model
 
+from bench import depth_weights_check as check
+from bench.lib import common
+from bench.lib.depth import core
+from bench.lib.study_weights import save_weights, tokenizer_digest
 from deep_nmt_hf.data.tokenization import train_tokenizer
 from deep_nmt_hf.science.significance import bleu_from_statistics, bleu_statistics
 from deep_nmt_hf.training import translate
-
-BENCH = Path(__file__).resolve().parents[1] / "bench"
-sys.path.insert(0, str(BENCH))  # the bench scripts import as modules
-sys.path.insert(0, str(BENCH / "lib"))  # the bench helpers, the study
-
-import common  # noqa: E402
-import depth_weights_check as check  # noqa: E402
-from depth import core  # noqa: E402
-from study_weights import save_weights, tokenizer_digest  # noqa: E402
 
 WORDS = [a + b for a in "bdfgklmnpst" for b in "aeiou"]
 TEXTS = [" ".join(WORDS[(i * k) % len(WORDS)] for k in (1, 3, 7, 11, 13)) for i in range(24)]

@@ -12,13 +12,11 @@ from pathlib import Path
 import pytest
 import torch
 
+from bench import gpu_training
+from deep_nmt_hf.data.batching import TokenBudgetBatchSampler
+from deep_nmt_hf.training import loader
+
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "bench"))
-
-import gpu_training  # noqa: E402
-
-from deep_nmt_hf.data.batching import TokenBudgetBatchSampler  # noqa: E402
-from deep_nmt_hf.training import loader  # noqa: E402
 
 
 def quick_args(**overrides):
@@ -158,7 +156,7 @@ def test_trainer_rows_leave_the_end_of_training_checkpoint_out_of_the_step_time(
 
 def test_quick_bench_writes_every_row_with_its_fields(tmp_path):
     out = tmp_path / "smoke"
-    command = [sys.executable, str(REPO / "bench" / "gpu_training.py"), "--quick", "--out", str(out)]
+    command = [sys.executable, "-m", "bench.gpu_training", "--quick", "--out", str(out)]
     command += ["--variants", "base-6-6", "--precisions", "fp32", "--split-variant", "base-6-6"]
     command += ["--split-steps", "3", "--steps", "1", "--corpus", "200"]
     subprocess.run(command, check=True, cwd=REPO, capture_output=True, timeout=240)

@@ -4,13 +4,11 @@ batch, and the CPU keeps exact lengths."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
 import torch
 
+from bench import gpu_training
 from deep_nmt_hf.data.batching import (
     BucketPadding,
     TokenBudgetBatchSampler,
@@ -19,9 +17,6 @@ from deep_nmt_hf.data.batching import (
     length_buckets,
 )
 from deep_nmt_hf.training import loader
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
-import gpu_training  # noqa: E402
 
 
 def test_buckets_are_few_and_waste_at_most_a_third() -> None:

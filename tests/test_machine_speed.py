@@ -6,17 +6,14 @@ from __future__ import annotations
 
 import math
 import statistics
-import sys
 import time
 from pathlib import Path
 
 import pytest
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench" / "lib"))  # the bench helpers, the study
-
-import machine_speed  # noqa: E402
-from depth import core, pricing, study, summaries  # noqa: E402
+from bench.lib import machine_speed
+from bench.lib.depth import core, pricing, study, summaries
 
 REF = machine_speed.REFERENCE_PROBE_MS
 RECORDS = Path(__file__).resolve().parents[1] / "bench" / "results" / "depth_multi30k"

@@ -8,7 +8,6 @@ from __future__ import annotations
 import argparse
 import itertools
 import random
-import sys
 from pathlib import Path
 
 import pytest
@@ -16,11 +15,8 @@ import torch
 from transformers import AutoModelForSeq2SeqLM
 
 import deep_nmt_hf.training
+from bench.lib.depth import core, study
 from deep_nmt_hf.data.tokenization import train_tokenizer
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench" / "lib"))  # the bench helpers, the study
-
-from depth import core, study  # noqa: E402
 
 WORDS = [f"w{i}" for i in range(24)]
 

@@ -3,7 +3,6 @@ variant and stock Marian, and refuses another tokenizer or another file format. 
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
@@ -13,17 +12,14 @@ from safetensors.torch import save_file
 from transformers import MarianMTModel
 
 import deep_nmt_hf
-from deep_nmt_hf.data.tokenization import train_tokenizer
-from deep_nmt_hf.publish.folding import stock_config
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench" / "lib"))  # the bench helpers, the study
-
-from study_weights import (  # noqa: E402
+from bench.lib.study_weights import (
     StudyWeightsError,
     load_weights,
     save_weights,
     tokenizer_digest,
 )
+from deep_nmt_hf.data.tokenization import train_tokenizer
+from deep_nmt_hf.publish.folding import stock_config
 
 DIGEST = "0" * 64
 
@@ -113,7 +109,7 @@ def test_the_study_keeps_and_reloads_a_runs_averaged_weights(tmp_path: Path, mon
     (a new machine), refusing it when this machine's tokenizer differs."""
     import argparse
 
-    from depth import core, study
+    from bench.lib.depth import core, study
 
     texts = [f"w{i} w{(i * 7) % 13} w{(i * 3) % 11}" for i in range(60)]
     tokenizer = train_tokenizer(texts, vocab_size=60)

@@ -16,8 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from common import RESULTS
-
+from ..common import RESULTS
 from . import core
 from . import rows as depth_rows
 

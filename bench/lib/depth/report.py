@@ -22,13 +22,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from claims_plot import forest_plot
-from common import RESULTS, markdown_table, write_results
-from machine_speed import reference_cpu_s
-from paper_curves import paper_curves, paper_rows, per_epoch
-
 from deep_nmt_hf.science.significance import detectable_delta, holm, seed_and_sentence_test
 
+from ..claims_plot import forest_plot
+from ..common import RESULTS, markdown_table, write_results
+from ..machine_speed import reference_cpu_s
+from ..paper_curves import paper_curves, paper_rows, per_epoch
 from . import core, decision, sentences, study
 from . import rows as depth_rows
 from .claims import (
