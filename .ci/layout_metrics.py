@@ -128,7 +128,8 @@ def bench_graph(tree: Path) -> dict[str, set[str]]:
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.ImportFrom) and node.module and not node.level:
                 targets.add(node.module)
-                targets.update(f"{node.module}.{a.name}" for a in node.names)  # `from bench.lib.depth import report`
+                # `from bench.lib.depth import report` names a module too
+                targets.update(f"{node.module}.{a.name}" for a in node.names)
             elif isinstance(node, ast.ImportFrom) and node.level:
                 base = name.split(".")[: -node.level] if path.name != "__init__.py" else name.split(".")
                 targets.update(".".join(base + [a.name]) for a in node.names)

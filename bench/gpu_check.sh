@@ -145,7 +145,7 @@ run dlcl 90 "$PY" -m bench.dlcl_throughput $DLCL
 [ -z "$QUICK" ] && cp bench/results/dlcl_throughput_cuda.json "$OUT/" 2>/dev/null
 # 6) the CUDA tests
 if [ -z "$QUICK" ]; then
-  run test_cuda 90 "$PY" -m pytest -q -p no:cacheprovider -m cuda tests/test_cuda.py
+  run test_cuda 90 "$PY" -m pytest -q -p no:cacheprovider -m cuda tests/training/test_cuda.py
 fi
 # 7) generation: eager, static cache + compile (item 3)
 run decode 90 "$PY" -m bench.gpu_training $DEV $TRAIN_Q --sections generate --variants admin-60-12 marian-6-6 \

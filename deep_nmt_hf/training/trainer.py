@@ -16,7 +16,7 @@ puts them together (cooperative `super()` calls, in the order of the bases below
 | `LengthColumnGrouping` | `length_grouping` | ``group_by_length`` from the ``src_len`` column | `_get_train_sampler` |
 
 `PRIVATE_TRAINER_SURFACES` lists every private `Trainer` name the pieces override or call, with the parameters
-they rely on; tests/test_transformers_surfaces.py has one test per name and checks that the trainer overrides no
+they rely on; tests/model/test_transformers_surfaces.py has one test per name and checks that the trainer overrides no
 other. Gradient accumulation (``gradient_accumulation_steps``, fairseq's ``--update-freq``) needs nothing more:
 `TokenExactLoss` divides by the tokens of all accumulated micro-batches. `optimizer_cls_and_kwargs`
 (`optimizers.optimizer_cls_and_kwargs`): Adam / AdamW / RAdam with β's and ε.
