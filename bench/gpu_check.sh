@@ -16,7 +16,7 @@
 # At most 8 files go to $OUT (the device tool's limit): run.log (the CUDA tests' output too), gpu_stalls.json,
 # gpu_training.json, gpu_decode.json, dlcl_throughput_cuda.json, launch_depth.json (the two launches' metrics, the
 # depth row's record, its wall time and the projection). The markdown tables are redrawn here from the json:
-#   python -c "import sys, json, pathlib, bench.gpu_training as g; \
+#   python -c "import sys, json, pathlib, bench.lib.gpu.report as g; \
 #     p = pathlib.Path(sys.argv[1]); p.with_suffix('.md').write_text(g.markdown(json.loads(p.read_text())))" FILE
 # Before the call (the depth row reads Multi30k, which does not travel from ../shared):
 #   mkdir -p .gpu_shared/data && cp -r ../shared/data/multi30k .gpu_shared/data/ && echo /.gpu_shared/ >> .git/info/exclude

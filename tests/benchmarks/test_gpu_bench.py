@@ -13,6 +13,9 @@ import pytest
 import torch
 
 from bench import gpu_training
+from bench.lib.gpu.models import ROW_FIELDS, build_model, synthetic_corpus, word_tokenizer
+from bench.lib.gpu.syncs import SyncCounter
+from bench.lib.gpu.trainer_phase import make_trainer, timed_trainer_steps
 from deep_nmt_hf.data.batching import TokenBudgetBatchSampler
 from deep_nmt_hf.training import loader
 
@@ -31,10 +34,10 @@ def features(corpus, indices):
 
 def test_training_collator_pads_to_a_multiple_of_8_without_changing_loss_or_gradients():
     args = quick_args()
-    corpus = gpu_training.synthetic_corpus(12, args.vocab, seed=3)
-    tokenizer = gpu_training.word_tokenizer(args.vocab)
+    corpus = synthetic_corpus(12, args.vocab, seed=3)
+    tokenizer = word_tokenizer(args.vocab)
     for name in ("base-6-6", "admin-18-6"):
-        model = gpu_training.build_model(name, args).eval()  # no dropout: the two passes must agree
+        model = build_model(name, args).eval()  # no dropout: the two passes must agree
         results = []
         for pad in (None, 8):
             batch = loader.training_collator(tokenizer, model, pad_to_multiple_of=pad)(
@@ -55,7 +58,7 @@ def test_training_collator_pads_to_a_multiple_of_8_without_changing_loss_or_grad
 
 
 def test_padding_multiple_follows_the_device(monkeypatch):
-    tokenizer = gpu_training.word_tokenizer(64)
+    tokenizer = word_tokenizer(64)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     assert loader.training_collator(tokenizer, None).pad_to_multiple_of is None
     assert loader.loader_arguments()["dataloader_num_workers"] == 0
@@ -93,8 +96,8 @@ def test_trainer_step_reads_nothing_back_from_the_device_between_logging_steps()
     (``float``) on each micro-batch: a device sync each on CUDA. Now only the model's own reads (Transformers'
     mask check) and the divergence guard's remain on a step that logs nothing."""
     args = quick_args()
-    corpus = gpu_training.synthetic_corpus(200, args.vocab)
-    counter = gpu_training.SyncCounter()
+    corpus = synthetic_corpus(200, args.vocab)
+    counter = SyncCounter()
     from transformers import TrainerCallback
 
     class Label(TrainerCallback):
@@ -103,7 +106,7 @@ def test_trainer_step_reads_nothing_back_from_the_device_between_logging_steps()
 
     steps = 4
     with tempfile.TemporaryDirectory() as staging:
-        trainer = gpu_training.make_trainer(
+        trainer = make_trainer(
             "deep-decoder-6-12",
             corpus,
             args,
@@ -146,8 +149,8 @@ def test_trainer_rows_leave_the_end_of_training_checkpoint_out_of_the_step_time(
             now[0] += 1000.0
 
     args = quick_args(steps="2", warmup="1")
-    corpus = gpu_training.synthetic_corpus(200, args.vocab)
-    steady, first = gpu_training.timed_trainer_steps(
+    corpus = synthetic_corpus(200, args.vocab)
+    steady, first = timed_trainer_steps(
         "base-6-6", corpus, args, torch.device("cpu"), "fp32", callbacks=[SlowSave()], clock=clock
     )
     assert 0 < steady < 1, steady
@@ -163,7 +166,7 @@ def test_quick_bench_writes_every_row_with_its_fields(tmp_path):
     subprocess.run(command, check=True, cwd=REPO, capture_output=True, timeout=240)
     data = json.loads(out.with_suffix(".json").read_text())
     assert {"provenance", "device", "settings", "train", "trainer", "generate", "split"} <= set(data)
-    for section, fields in gpu_training.ROW_FIELDS.items():
+    for section, fields in ROW_FIELDS.items():
         assert data[section], section
         for row in data[section]:
             assert set(fields) <= set(row), (section, row)

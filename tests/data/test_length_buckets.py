@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from bench import gpu_training
+from bench.lib.gpu.models import build_model, synthetic_corpus, word_tokenizer
 from deep_nmt_hf.data.batching import (
     BucketPadding,
     TokenBudgetBatchSampler,
@@ -36,9 +37,9 @@ def test_buckets_are_few_and_waste_at_most_a_third() -> None:
 
 def test_bucketed_batches_give_the_exact_batches_loss_and_gradients() -> None:
     args = gpu_training.parse(["--quick"])
-    corpus = gpu_training.synthetic_corpus(12, args.vocab, seed=3)
-    tokenizer = gpu_training.word_tokenizer(args.vocab)
-    model = gpu_training.build_model("admin-18-6", args).eval()
+    corpus = synthetic_corpus(12, args.vocab, seed=3)
+    tokenizer = word_tokenizer(args.vocab)
+    model = build_model("admin-18-6", args).eval()
     features = [{k: corpus[k][i] for k in ("input_ids", "attention_mask", "labels")} for i in range(12)]
     results = []
     for buckets in (None, (8, 16, 24, 32, 48, 72)):
@@ -75,7 +76,7 @@ def test_the_budget_holds_for_bucketed_lengths_and_an_epoch_has_few_shapes() -> 
 
 
 def test_buckets_follow_the_device(monkeypatch) -> None:
-    tokenizer = gpu_training.word_tokenizer(64)
+    tokenizer = word_tokenizer(64)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     assert not isinstance(loader.training_collator(tokenizer, None), BucketPadding)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
