@@ -105,3 +105,39 @@ def test_a_plain_import_registers_and_loads_no_more_than_the_model() -> None:
         "folding_at_import": False,
         "loaded_outside_model": ["deep_nmt_hf.model"],
     }
+
+
+SUBMODULE_ACCESS = """
+import json, sys
+import deep_nmt_hf.training as training
+loaded_before = "deep_nmt_hf.training.run" in sys.modules
+run = training.run  # a module of the package, read as an attribute (monkeypatching `training.run` does this)
+try:
+    training.no_such_module
+    missing = "no error"
+except AttributeError as error:
+    missing = str(error)
+print(json.dumps({"before": loaded_before, "run": run.__name__, "train": run.train is training.train,
+                  "missing": missing}))
+"""
+
+
+@pytest.mark.slow
+def test_a_module_of_training_reads_as_an_attribute_in_a_fresh_process() -> None:
+    """`deep_nmt_hf.training.run` (the module) is there on first read, not only after something else imported it
+    (before: AttributeError in a process that had not imported `training.run` yet); an unknown name still raises."""
+    result = subprocess.run(
+        [sys.executable, "-c", SUBMODULE_ACCESS],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert result.returncode == 0, result.stderr
+    probe = json.loads(result.stdout.strip().splitlines()[-1])
+    assert probe == {
+        "before": False,
+        "run": "deep_nmt_hf.training.run",
+        "train": True,
+        "missing": "module 'deep_nmt_hf.training' has no attribute 'no_such_module'",
+    }
