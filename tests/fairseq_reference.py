@@ -57,3 +57,13 @@ def check_against_fairseq(model, ref: dict) -> None:
             )
             score = positional.sum() / len(tokens)  # fairseq: normalised by length ** lenpen, lenpen 1
             assert abs(score.item() - hypothesis["score"]) < TOLERANCE
+
+
+def assert_refused(code: int, err: str, output: Path, *words: str) -> None:
+    """One line `error: ...` naming each of `words`, exit 2, and nothing written (no half-written sibling)."""
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert code == 2 and len(lines) == 1 and lines[0].startswith("error: "), err
+    for word in words:
+        assert word in lines[0], lines[0]
+    assert not output.exists()
+    assert not list(output.parent.glob(f".{output.name}*"))

@@ -20,7 +20,15 @@ from pathlib import Path
 
 import pytest
 import torch
-from fairseq_reference import FIXTURES, MANIFEST, MAX_LEN_B, TOLERANCE, check_against_fairseq, reference
+from fairseq_reference import (
+    FIXTURES,
+    MANIFEST,
+    MAX_LEN_B,
+    TOLERANCE,
+    assert_refused,
+    check_against_fairseq,
+    reference,
+)
 
 from deep_nmt_hf.cli import main
 from deep_nmt_hf.model.modeling_deep_nmt import DeepNMTForConditionalGeneration
@@ -101,15 +109,6 @@ def test_tokenizer_and_pipeline_reproduce_fairseq_on_raw_text(converted: dict[st
 def run_cli(argv: list[str], capsys) -> tuple[int, str]:
     code = main(argv)
     return code, capsys.readouterr().err
-
-
-def assert_refused(code: int, err: str, output: Path, *words: str) -> None:
-    lines = [line for line in err.splitlines() if line.strip()]
-    assert code == 2 and len(lines) == 1 and lines[0].startswith("error: "), err
-    for word in words:
-        assert word in lines[0], lines[0]
-    assert not output.exists()
-    assert not list(output.parent.glob(f".{output.name}*"))  # no half-written sibling left
 
 
 def test_other_architecture_is_refused(tmp_path: Path, capsys) -> None:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from fairseq_reference import FIXTURES, MANIFEST, MAX_LEN_B, check_against_fairseq, reference
+from fairseq_reference import FIXTURES, MANIFEST, MAX_LEN_B, assert_refused, check_against_fairseq, reference
 
 from deep_nmt_hf.cli import main
 from deep_nmt_hf.model.modeling_deep_nmt import DeepNMTForConditionalGeneration
@@ -101,15 +101,6 @@ def test_sentencepiece_bpe_model_gives_fairseqs_ids() -> None:
 
 
 # ------------------------------------------------------------------------------------------------ bad input
-def assert_refused(code: int, err: str, output: Path, *words: str) -> None:
-    lines = [line for line in err.splitlines() if line.strip()]
-    assert code == 2 and len(lines) == 1 and lines[0].startswith("error: "), err
-    for word in words:
-        assert word in lines[0], lines[0]
-    assert not output.exists()
-    assert not list(output.parent.glob(f".{output.name}*"))  # no half-written sibling left
-
-
 @pytest.mark.parametrize(
     ("extra", "words"),
     [
