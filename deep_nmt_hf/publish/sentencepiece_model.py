@@ -17,7 +17,9 @@ segmentation: unigram_model.cc / bpe_model.cc):
   unknown characters fused into one piece → `models.Unigram` (the same lattice and penalty);
 * BPE: merges from the piece scores (the highest-scoring piece first), as Transformers' own converter derives
   them; a pair that two splits of one piece both make is ranked by its split, where sentencepiece takes the
-  leftmost (a tie that real text rarely meets).
+  leftmost (a tie that real text rarely meets);
+* user-defined symbols: matched whole before segmentation (added tokens), but the text after one gets a `▁` of
+  its own, where sentencepiece adds one at the start only.
 """
 
 from __future__ import annotations
