@@ -5,9 +5,10 @@ puts them together (cooperative `super()` calls, in the order of the bases below
 
 | piece | module | concern | Trainer hooks |
 |---|---|---|---|
-| `LossComponents` | `loss_components` | the model's loss components in the log | `compute_loss`, `log` |
-| `DivergenceGuard` | `divergence_guard` | a diverging batch skipped / the run stopped | `compute_loss` |
-| `TokenExactLoss` | `token_scaling` | the token mean over the global batch | `compute_loss` |
+| `LossComponents` | `loss_components` | the model's loss components in the log | `adjust_loss`, `log` |
+| `DivergenceGuard` | `divergence_guard` | a diverging batch skipped / the run stopped | `adjust_loss` |
+| `TokenExactLoss` | `token_scaling` | the token mean over the global batch | `adjust_loss` |
+| `LossHook` | `loss_hook` | the three above share one `compute_loss`, which calls their `adjust_loss` | `compute_loss` |
 | `DeviceCounters` | `device_counters` | tokens seen and FLOPs without host syncs | `_track_num_input_tokens`, `_save_checkpoint`, `floating_point_ops`, `log` |
 | `AtomicCheckpoints` | `atomic_checkpoints` | ``.saving/`` then rename; epoch names | `_save_checkpoint`, `_get_output_dir` |
 | `ShardedSaves` | `sharded_saves` | FSDP2 saves and resumes as full models | `save_model`, `_save_optimizer_and_scheduler`, `_load_from_checkpoint`, `_load_optimizer_and_scheduler` |

@@ -9,10 +9,7 @@ The ADMIN, DeepNorm and DLCL layouts are RECONSTRUCTIONS: their authors' forks (
 torchscale, dlcl on fairseq 0.5) do not run here, so the generator builds each on the maintained fairseq by the
 documented change, with the authors' parameter names (see the generator's docstring).
 
-Beam search itself may order or prune differently from fairseq's (Transformers finishes beams by its own rules), so
-the beam check rescores fairseq's hypotheses with our model: each one's per-token log-probs and its length-normalised
-score must be fairseq's. Greedy decoding must give fairseq's tokens; fairseq appends a forced </s> at its max length
-(max_len_b), where Transformers stops without one, so a sequence of max_len_b + 1 tokens is compared without it.
+How the numbers are compared: tests/fairseq_reference.py.
 """
 
 from __future__ import annotations
@@ -23,52 +20,21 @@ from pathlib import Path
 
 import pytest
 import torch
+from fairseq_reference import (
+    FIXTURES,
+    MANIFEST,
+    MAX_LEN_B,
+    TOLERANCE,
+    assert_refused,
+    check_against_fairseq,
+    reference,
+)
 
 from deep_nmt_hf.cli import main
 from deep_nmt_hf.model.modeling_deep_nmt import DeepNMTForConditionalGeneration
 from deep_nmt_hf.publish.convert_fairseq import ConversionError, convert_fairseq, fairseq_model
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "fairseq"
-MANIFEST = json.loads((FIXTURES / "MANIFEST.json").read_text())
 LAYOUTS = [name for name, spec in MANIFEST["layouts"].items() if "flags" in spec]
-MAX_LEN_B = MANIFEST["max_len_b"]
-TOLERANCE = 1e-4
-
-
-def reference(name: str) -> dict:
-    return json.loads((FIXTURES / f"{name}.json").read_text())
-
-
-def teacher_forced_logprobs(model, source: list[int], target: list[int]) -> torch.Tensor:
-    """(len(target), vocab) log-probs of each next token given the source and the target prefix."""
-    decoder_input = torch.tensor([[model.config.decoder_start_token_id, *target[:-1]]])
-    with torch.no_grad():
-        logits = model(input_ids=torch.tensor([source]), decoder_input_ids=decoder_input).logits[0]
-    return torch.log_softmax(logits.float(), dim=-1)
-
-
-def check_against_fairseq(model, ref: dict) -> None:
-    """Log-probs within 1e-4, greedy identical, fairseq's beam hypotheses rescoring to fairseq's scores."""
-    for source, target, expected in zip(ref["sources"], ref["targets"], ref["logprobs"], strict=True):
-        ours = teacher_forced_logprobs(model, source, target)
-        torch.testing.assert_close(ours, torch.tensor(expected), atol=TOLERANCE, rtol=0)
-    for source, greedy in zip(ref["sources"], ref["greedy"], strict=True):
-        with torch.no_grad():
-            out = model.generate(
-                torch.tensor([source]), num_beams=1, do_sample=False, max_new_tokens=MAX_LEN_B
-            )
-        expected = greedy[:MAX_LEN_B] if len(greedy) == MAX_LEN_B + 1 else greedy
-        assert out[0, 1:].tolist() == expected  # out[0, 0] is the decoder start (</s>, fairseq's too)
-    for source, hypotheses in zip(ref["sources"], ref["beam"], strict=True):
-        for hypothesis in hypotheses:
-            tokens = hypothesis["tokens"]
-            lprobs = teacher_forced_logprobs(model, source, tokens)
-            positional = lprobs.gather(1, torch.tensor(tokens).unsqueeze(1)).squeeze(1)
-            torch.testing.assert_close(
-                positional, torch.tensor(hypothesis["positional_scores"]), atol=TOLERANCE, rtol=0
-            )
-            score = positional.sum() / len(tokens)  # fairseq: normalised by length ** lenpen, lenpen 1
-            assert abs(score.item() - hypothesis["score"]) < TOLERANCE
 
 
 @pytest.fixture(scope="module")
@@ -143,15 +109,6 @@ def test_tokenizer_and_pipeline_reproduce_fairseq_on_raw_text(converted: dict[st
 def run_cli(argv: list[str], capsys) -> tuple[int, str]:
     code = main(argv)
     return code, capsys.readouterr().err
-
-
-def assert_refused(code: int, err: str, output: Path, *words: str) -> None:
-    lines = [line for line in err.splitlines() if line.strip()]
-    assert code == 2 and len(lines) == 1 and lines[0].startswith("error: "), err
-    for word in words:
-        assert word in lines[0], lines[0]
-    assert not output.exists()
-    assert not list(output.parent.glob(f".{output.name}*"))  # no half-written sibling left
 
 
 def test_other_architecture_is_refused(tmp_path: Path, capsys) -> None:
