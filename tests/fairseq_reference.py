@@ -1,7 +1,7 @@
 """What fairseq computed for the converter's fixtures, and the check that a model reproduces it.
 
 tests/fixtures/fairseq/ was written by fairseq 0.12.3.1 itself (tests/fixtures/make_converter_fixtures.py); shared by
-tests/test_convert_fairseq.py and tests/publish/test_convert_fairseq_spm.py.
+tests/publish/test_convert_fairseq.py and tests/publish/test_convert_fairseq_spm.py.
 
 Beam search itself may order or prune differently from fairseq's (Transformers finishes beams by its own rules), so
 the beam check rescores fairseq's hypotheses with our model: each one's per-token log-probs and its length-normalised
