@@ -13,7 +13,7 @@ interpreter's site-packages, so from inside a contributor's virtual environment 
 directory holding ``NAME/__init__.py`` reaches sys.path through a ``.pth``): the wheel check installs the built wheel
 into DEST and must import that, never the checkout.
 
-.ci/run uses it for the lowest-release environment and the wheel check; tests/test_packaging.py runs it from a
+.ci/run uses it for the lowest-release environment and the wheel check; tests/project/test_packaging.py runs it from a
 virtual environment.
 """
 

@@ -120,16 +120,16 @@ def bench_graph(tree: Path) -> dict[str, set[str]]:
             parts = parts[:-1]
         if parts:
             names[".".join(parts)] = path
-    # a helper folder on sys.path imports by the name below it: bench/lib/common.py as `common`, a package in it as
-    # `depth.report`
-    short = {".".join(n.split(".")[i:]): n for n in names for i in range(n.count(".") + 1)}
+    # bench is a package: bench/lib/common.py imports as `bench.lib.common` (or relatively, `..common`)
+    short = {f"bench.{n}": n for n in names}
     graph = {}
     for name, path in names.items():
         targets = set()
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.ImportFrom) and node.module and not node.level:
                 targets.add(node.module)
-                targets.update(f"{node.module}.{a.name}" for a in node.names)  # `from depth import report`
+                # `from bench.lib.depth import report` names a module too
+                targets.update(f"{node.module}.{a.name}" for a in node.names)
             elif isinstance(node, ast.ImportFrom) and node.level:
                 base = name.split(".")[: -node.level] if path.name != "__init__.py" else name.split(".")
                 targets.update(".".join(base + [a.name]) for a in node.names)

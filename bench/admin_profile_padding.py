@@ -5,19 +5,14 @@ member (a random first-N batch: much padding), sorted into a token-budget batch 
 wider. "all" takes the variances over every position as the authors' code (np.var of the flattened tensor),
 "non_pad" over the real tokens. Reported: the last encoder and decoder ω of an ADMIN 18-6 at d 64 (xavier init).
 
-    python bench/admin_profile_padding.py
+    python -m bench.admin_profile_padding
 """
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent / "lib"))
-from common import markdown_table, write_results  # noqa: E402
-
+from bench.lib.common import markdown_table, write_results
 from deep_nmt_hf import AdminConfig, AdminForConditionalGeneration
 from deep_nmt_hf.training.admin_profiling import admin_profile
 

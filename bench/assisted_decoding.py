@@ -18,7 +18,7 @@ Timing: one thread, batch 1 (Transformers' assisted decoding takes one sentence 
 each side's time is the median over `--repeats` rounds of CPU seconds (time.process_time), so the ratios hold on
 a busy machine. Acceptance: the deep model's forward calls and the draft's forward calls are counted.
 
-    OMP_NUM_THREADS=1 python bench/assisted_decoding.py            # ~20 CPU-minutes on one core (the recorded run)
+    OMP_NUM_THREADS=1 python -m bench.assisted_decoding            # ~20 CPU-minutes on one core (the recorded run)
 Results: bench/results/assisted_decoding.md and .json.
 """
 
@@ -27,13 +27,10 @@ from __future__ import annotations
 import argparse
 import copy
 import functools
-import sys
 import time
-from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent / "lib"))
-from common import interleaved, markdown_table, ratio, tokenized_batches, write_results  # noqa: E402
+from bench.lib.common import interleaved, markdown_table, ratio, tokenized_batches, write_results
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

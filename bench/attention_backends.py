@@ -31,8 +31,8 @@ the default dtype bfloat16 (flash attention needs half precision). On CPU: float
 (default 1), and with one thread the process CPU time (time.process_time), which a shared machine disturbs far
 less than the wall clock. So a GPU run is the same command.
 
-    python bench/attention_backends.py            # d 512, Marian 6-6, ADMIN 6-6 and 36-6, batch 32, 32 tokens
-    python bench/attention_backends.py --quick    # smoke run: d 32, 2-2 / 2-2 / 4-2, batch 4, 4 tokens
+    python -m bench.attention_backends            # d 512, Marian 6-6, ADMIN 6-6 and 36-6, batch 32, 32 tokens
+    python -m bench.attention_backends --quick    # smoke run: d 32, 2-2 / 2-2 / 4-2, batch 4, 4 tokens
 
 Writes bench/results/attention_backends.{json,md} (--quick: attention_backends_quick.*).
 """
@@ -46,14 +46,12 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import torch
 import torch._dynamo
 
-sys.path.insert(0, str(Path(__file__).resolve().parent / "lib"))
-from common import (  # noqa: E402
+from bench.lib.common import (
     interleaved,
     markdown_table,
     multi30k_pairs,

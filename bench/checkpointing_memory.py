@@ -17,7 +17,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent / "lib"))
+from bench.lib.common import module_command
 
 
 def _rss_kib(field: str) -> int:
@@ -98,7 +98,7 @@ def main() -> None:
     runs: dict[str, list[dict]] = {"off": [], "on": []}
     for _ in range(args.repeats):
         for side in ("off", "on"):
-            command = [sys.executable, __file__, "--worker", *shape] + (
+            command = module_command("bench.checkpointing_memory", "--worker", *shape) + (
                 ["--checkpointing"] if side == "on" else []
             )
             out = subprocess.run(command, capture_output=True, text=True, check=True)
@@ -111,7 +111,7 @@ def main() -> None:
         }
         for side, rows in runs.items()
     }
-    from common import markdown_table, ratio, write_results
+    from bench.lib.common import markdown_table, ratio, write_results
 
     reduction = ratio(medians["off"]["activation_mib"], medians["on"]["activation_mib"])
     payload = {

@@ -7,7 +7,7 @@ which parses and checks the arguments first. Each case runs both sides alternate
 ...), so a busy machine slows both alike; reported: median wall time and median CPU time of the child process
 (user + sys), and the before / after ratios.
 
-    python bench/cli_latency.py [--before REV] [--repeats 5]
+    python -m bench.cli_latency [--before REV] [--repeats 5]
 """
 
 from __future__ import annotations
@@ -22,8 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent / "lib"))
-from common import REPO, markdown_table, ratio, write_results  # noqa: E402
+from bench.lib.common import REPO, markdown_table, ratio, write_results
 
 CASES = {
     "--help": ["--help"],

@@ -16,15 +16,11 @@ from __future__ import annotations
 import argparse
 import copy
 import os
-import sys
 import tempfile
 import time
-from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent / "lib"))
-
-from common import interleaved, markdown_table, ratio, write_results  # noqa: E402
+from bench.lib.common import interleaved, markdown_table, ratio, write_results
 
 SHAPES = {
     "deep_nmt": {"layer_norm_position": "post"},

@@ -41,8 +41,7 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent / "lib"))
-from common import (  # noqa: E402
+from bench.lib.common import (
     interleaved,
     markdown_table,
     multi30k_pairs,
@@ -90,8 +89,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def train_model(args: argparse.Namespace, tokenizer, out: Path) -> dict:
     """Build the post-LN model, train it briefly (Adam, inverse-sqrt warmup), save it with its tokenizer."""
-    from common import tokenized_batches
-
+    from bench.lib.common import tokenized_batches
     from deep_nmt_hf import DeepNMTConfig, DeepNMTForConditionalGeneration
     from deep_nmt_hf.training import build_config
 

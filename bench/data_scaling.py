@@ -37,7 +37,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent / "lib"))
+from bench.lib.common import module_command
 
 SIZES = (250_000, 1_000_000, 4_000_000)
 QUICK_SIZES = (2_000, 8_000, 32_000)
@@ -120,7 +120,7 @@ def child(out: Path, kind: str, argv: list[str]) -> None:
 def _run_child(out: Path, kind: str, argv: list[str]) -> dict[str, Any]:
     env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
     env["HF_DATASETS_DISABLE_PROGRESS_BARS"] = "1"
-    command = [sys.executable, __file__, "--child", str(out), kind, "--", *argv]
+    command = module_command("bench.data_scaling", "--child", str(out), kind, "--", *argv)
     done = subprocess.run(command, env=env, capture_output=True, text=True)
     if done.returncode != 0:
         raise SystemExit(f"child failed ({' '.join(command)}):\n{done.stderr[-3000:]}")
@@ -203,7 +203,7 @@ def _after_imports(piece: dict[str, Any]) -> float:
 
 
 def report(sizes: tuple[int, ...], results: dict[int, dict[str, Any]], name: str) -> None:
-    from common import markdown_table, write_results
+    from bench.lib.common import markdown_table, write_results
 
     rows = []
     for size in sizes:
@@ -310,7 +310,8 @@ def _plot(sizes: tuple[int, ...], results: dict[int, dict[str, Any]], name: str)
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    from common import RESULTS
+
+    from bench.lib.common import RESULTS
 
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
     for key, label in (

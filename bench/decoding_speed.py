@@ -18,9 +18,9 @@ The models are randomly initialised (speed does not depend on training; fixed-le
 dependence on when eos appears). One torch thread; times are process CPU seconds (time.process_time), which a
 shared machine disturbs far less than wall-clock time.
 
-    python bench/decoding_speed.py            # 6+6 layers, d 256, batch 32, lengths 8-64 (~20 min loaded)
-    python bench/decoding_speed.py --quick    # smoke run (~1 min)
-    python bench/decoding_speed.py --profile  # also write the top operators of one generate call per model
+    python -m bench.decoding_speed            # 6+6 layers, d 256, batch 32, lengths 8-64 (~20 min loaded)
+    python -m bench.decoding_speed --quick    # smoke run (~1 min)
+    python -m bench.decoding_speed --profile  # also write the top operators of one generate call per model
 
 Writes bench/results/decoding_speed.{json,md,png}.
 """
@@ -28,14 +28,11 @@ Writes bench/results/decoding_speed.{json,md,png}.
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).parent / "lib"))
-
-from common import (  # noqa: E402
+from bench.lib.common import (
     RESULTS,
     interleaved,
     markdown_table,

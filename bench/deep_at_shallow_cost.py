@@ -43,11 +43,12 @@ from typing import Any
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent / "lib"))
-from common import (  # noqa: E402
+from bench.ctranslate2_speed import ct2_backend, ct2_translate, hf_translate, length_batches
+from bench.lib.common import (
     RESULTS,
     interleaved,
     markdown_table,
+    module_command,
     multi30k_pairs,
     multi30k_tokenizer,
     ratio,
@@ -55,7 +56,6 @@ from common import (  # noqa: E402
     tokenized_batches,
     write_results,
 )
-from ctranslate2_speed import ct2_backend, ct2_translate, hf_translate, length_batches  # noqa: E402
 
 NAME = "deep_at_shallow_cost"
 AIM_SPEEDUP = 1.5
@@ -213,7 +213,7 @@ class IsaChild:
             env["CT2_FORCE_CPU_ISA"] = isa
         with log.open("w") as stderr:
             self.process = subprocess.Popen(
-                [sys.executable, __file__, "--child", str(job)],
+                module_command("bench.deep_at_shallow_cost", "--child", str(job)),
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=stderr,

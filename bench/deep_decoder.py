@@ -19,10 +19,10 @@ Both models use the variant's pre-LN default, label smoothing 0.1, dropout 0.1, 
 warmup; model seed 0 for both; batches of Multi30k train in one fixed shuffled order. The CAD + CRT model costs about
 four forward passes per step (DDR adds a decoder pass, ALD two full passes), so it takes ~3× the wall-clock.
 
-    python bench/deep_decoder.py                 # 15-15 at d 128, 1200 steps each (hours on a shared 2-core box)
-    python bench/deep_decoder.py --quick         # smoke run (4-4, 20 steps)
+    python -m bench.deep_decoder                 # 15-15 at d 128, 1200 steps each (hours on a shared 2-core box)
+    python -m bench.deep_decoder --quick         # smoke run (4-4, 20 steps)
     # the two arms as two processes side by side, then the result files from both:
-    python bench/deep_decoder.py --layers 6 --batch-size 32 --steps 60 --warmup 20 --lr 2e-3 \
+    python -m bench.deep_decoder --layers 6 --batch-size 32 --steps 60 --warmup 20 --lr 2e-3 \
         --test-sentences 100 --arm plain            # and the same with --arm cad_crt, then with --report
 
 Writes bench/results/deep_decoder.{json,md,png}.
@@ -34,14 +34,11 @@ import argparse
 import json
 import math
 import random
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).parent / "lib"))
-
-from common import (  # noqa: E402
+from bench.lib.common import (
     CACHE,
     RESULTS,
     markdown_table,

@@ -8,8 +8,8 @@ BLEU is within `--bleu-tolerance` of the README's "BLEU about N". Appends one ro
 threads, steps, expected and actual time, BLEU, verdict) to bench/results/demo_promise.md; exit 1 if a check
 failed.
 
-    python bench/demo_promise.py            # the default demo
-    nice -n 10 python bench/demo_promise.py --threads 1
+    python -m bench.demo_promise            # the default demo
+    nice -n 10 python -m bench.demo_promise --threads 1
 """
 
 from __future__ import annotations

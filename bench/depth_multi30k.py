@@ -58,26 +58,22 @@ epoch carries its machine's speed probe (bench/lib/machine_speed.py).
 The study's code is the package bench/lib/depth/ (its docstring says which part is where); this script is its
 command line.
 
-    nice -n 19 python bench/depth_multi30k.py --reuse           # the plan (~55 CPU-hours; resumable)
-    nice -n 19 python bench/depth_multi30k.py --reuse --until 17:15   # a sitting: only runs that end by then
-    nice -n 19 python bench/depth_multi30k.py --reuse --until 17:15 --kept  # a kept machine: longer runs too
-    python bench/depth_multi30k.py --reuse --only admin-18-6 --seeds 1 2 3
-    python bench/depth_multi30k.py --report-only                # bench/results/depth_multi30k.{md,json,png}
-    python bench/depth_multi30k.py --pilot                      # rows recorded at several --epochs budgets
-    python bench/depth_multi30k.py --quick                      # smoke test: d 32, 2 epochs, 1000 pairs
+    nice -n 19 python -m bench.depth_multi30k --reuse           # the plan (~55 CPU-hours; resumable)
+    nice -n 19 python -m bench.depth_multi30k --reuse --until 17:15   # a sitting: only runs that end by then
+    nice -n 19 python -m bench.depth_multi30k --reuse --until 17:15 --kept  # a kept machine: longer runs too
+    python -m bench.depth_multi30k --reuse --only admin-18-6 --seeds 1 2 3
+    python -m bench.depth_multi30k --report-only                # bench/results/depth_multi30k.{md,json,png}
+    python -m bench.depth_multi30k --pilot                      # rows recorded at several --epochs budgets
+    python -m bench.depth_multi30k --quick                      # smoke test: d 32, 2 epochs, 1000 pairs
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent / "lib"))
-
-from depth import core, study  # noqa: E402
-from depth.pilot import pilot_report  # noqa: E402
-from depth.report import report, rescore_plan  # noqa: E402
+from bench.lib.depth import core, study
+from bench.lib.depth.pilot import pilot_report
+from bench.lib.depth.report import report, rescore_plan
 
 
 def rescore(args: argparse.Namespace) -> None:

@@ -27,8 +27,8 @@ finite, no divergence, and the mean of the last 10 losses at least `margin` nats
 measurement instrument, not the library's training pipeline. Jobs go to a pool of worker processes (one torch
 thread each).
 
-    python bench/depth_stability.py             # full default run (≈ 30 min on 2 cores shared with others)
-    python bench/depth_stability.py --quick     # smoke run (a few minutes)
+    python -m bench.depth_stability             # full default run (≈ 30 min on 2 cores shared with others)
+    python -m bench.depth_stability --quick     # smoke run (a few minutes)
 
 Writes bench/results/depth_stability.{json,md} and bench/results/depth_stability_*.png
 (--quick writes depth_stability_quick.* so that it never overwrites the full result).
@@ -42,14 +42,10 @@ import math
 import multiprocessing
 import random
 import statistics
-import sys
 import time
-from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).parent / "lib"))
-
-from common import (  # noqa: E402
+from bench.lib.common import (
     RESULTS,
     markdown_table,
     multi30k_pairs,

@@ -13,8 +13,8 @@ A run **reproduces** when at least `SAME_SHARE` of its sentences have the record
 within `MAX_DELTA` of the record. One thread; each checked run is cached (bench cache, keyed by the weights file's
 sha256 and the torch / transformers versions), so a check that stops resumes where it stopped.
 
-    nice -n 19 python bench/depth_weights_check.py                # every committed run (~20 CPU-s each)
-    python bench/depth_weights_check.py --only pre-18-6 --seeds 1  # one run, printed, no result files
+    nice -n 19 python -m bench.depth_weights_check                # every committed run (~20 CPU-s each)
+    python -m bench.depth_weights_check --only pre-18-6 --seeds 1  # one run, printed, no result files
 
 Writes bench/results/depth_multi30k_weights.{json,md} (not with --only / --seeds: those only print).
 """
@@ -27,11 +27,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent / "lib"))
-
-from common import markdown_table, multi30k_pairs, multi30k_tokenizer, write_results  # noqa: E402
-from depth import core  # noqa: E402
-from depth.rows import row_order  # noqa: E402
+from bench.lib.common import markdown_table, multi30k_pairs, multi30k_tokenizer, write_results
+from bench.lib.depth import core
+from bench.lib.depth.rows import row_order
 
 NAME = "depth_multi30k_weights"
 SAME_SHARE = 0.9  # at least this share of the test sentences decode to the recorded statistics
@@ -74,8 +72,8 @@ def check_run(name: str, seed: int, args: argparse.Namespace) -> dict[str, Any]:
 
     import numpy as np
     import torch
-    from study_weights import load_weights, tokenizer_digest
 
+    from bench.lib.study_weights import load_weights, tokenizer_digest
     from deep_nmt_hf.science.significance import bleu_from_statistics, bleu_statistics
     from deep_nmt_hf.training import translate
 

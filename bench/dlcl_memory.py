@@ -16,8 +16,8 @@ deterministic, without and with gradient checkpointing. Time: forward + backward
 torch thread (CPU time is what a shared machine disturbs least). The batch is random token ids of a fixed shape:
 memory depends on shapes only, and the time comparison needs the same batch on every side, not real text.
 
-    python bench/dlcl_memory.py            # d 256, L 12/24/48 (a few minutes on 2 shared cores)
-    python bench/dlcl_memory.py --quick    # smoke run (writes dlcl_memory_quick.*)
+    python -m bench.dlcl_memory            # d 256, L 12/24/48 (a few minutes on 2 shared cores)
+    python -m bench.dlcl_memory --quick    # smoke run (writes dlcl_memory_quick.*)
 
 Writes bench/results/dlcl_memory.{json,md}.
 """
@@ -25,15 +25,11 @@ Writes bench/results/dlcl_memory.{json,md}.
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 import types
-from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).parent / "lib"))
-
-from common import interleaved, markdown_table, ratio, write_results  # noqa: E402
+from bench.lib.common import interleaved, markdown_table, ratio, write_results
 
 NAME = "dlcl_memory"
 SIDES = ("residual", "dlcl_stacked", "dlcl")

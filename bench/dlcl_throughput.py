@@ -23,9 +23,9 @@ What it measures:
 - `--device cuda`: the issue's target on a GPU: bf16 autocast, fused AdamW, d 512, `--target-tokens` target tokens
   per batch, CUDA-event step times interleaved, median; peak memory per side; goal DLCL ≤ 1.15× pre-LN.
 
-    python bench/dlcl_throughput.py                  # CPU: counts at the GPU shape + timing at d 128 (~10 min)
-    python bench/dlcl_throughput.py --quick          # smoke run (writes dlcl_throughput_quick.*)
-    python bench/dlcl_throughput.py --device cuda    # on a GPU (writes dlcl_throughput_cuda.*)
+    python -m bench.dlcl_throughput                  # CPU: counts at the GPU shape + timing at d 128 (~10 min)
+    python -m bench.dlcl_throughput --quick          # smoke run (writes dlcl_throughput_quick.*)
+    python -m bench.dlcl_throughput --device cuda    # on a GPU (writes dlcl_throughput_cuda.*)
 
 Writes bench/results/dlcl_throughput{,_quick,_cuda}.{json,md}.
 """
@@ -35,16 +35,12 @@ from __future__ import annotations
 import argparse
 import contextlib
 import statistics
-import sys
 import time
 import types
 from collections import defaultdict
-from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).parent / "lib"))
-
-from common import interleaved, markdown_table, ratio, write_results  # noqa: E402
+from bench.lib.common import interleaved, markdown_table, ratio, write_results
 
 NAME = "dlcl_throughput"
 SIDES = ("residual", "dlcl", "dlcl_before", "dlcl_fused")

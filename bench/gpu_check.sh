@@ -16,7 +16,7 @@
 # At most 8 files go to $OUT (the device tool's limit): run.log (the CUDA tests' output too), gpu_stalls.json,
 # gpu_training.json, gpu_decode.json, dlcl_throughput_cuda.json, launch_depth.json (the two launches' metrics, the
 # depth row's record, its wall time and the projection). The markdown tables are redrawn here from the json:
-#   python -c "import sys; sys.path[:0] = ['bench', 'bench/lib']; import gpu_training as g, json, pathlib; \
+#   python -c "import sys, json, pathlib, bench.lib.gpu.report as g; \
 #     p = pathlib.Path(sys.argv[1]); p.with_suffix('.md').write_text(g.markdown(json.loads(p.read_text())))" FILE
 # Before the call (the depth row reads Multi30k, which does not travel from ../shared):
 #   mkdir -p .gpu_shared/data && cp -r ../shared/data/multi30k .gpu_shared/data/ && echo /.gpu_shared/ >> .git/info/exclude
@@ -72,14 +72,14 @@ run() {
 }
 
 # 1) per-shape stalls (issue #55 item 1)
-run stalls 150 "$PY" bench/gpu_training.py $DEV $TRAIN_Q --sections stalls $STALL --out "$OUT/gpu_stalls"
+run stalls 150 "$PY" -m bench.gpu_training $DEV $TRAIN_Q --sections stalls $STALL --out "$OUT/gpu_stalls"
 # 2) eager against regional compilation, raw loop and the deep-nmt train path (item 2)
-run compile 120 "$PY" bench/gpu_training.py $DEV $TRAIN_Q --sections train trainer --precisions bf16 fp32 \
+run compile 120 "$PY" -m bench.gpu_training $DEV $TRAIN_Q --sections train trainer --precisions bf16 fp32 \
   --variants admin-18-6 base-6-6 --compile-variants admin-18-6 --compile-modes regions --trainer-variants admin-18-6 \
   --steps 8 --warmup 3 --no-references --budget-s 100 --out "$OUT/gpu_training"
 # 3) one depth-study row at d 512, end to end, timed; the first pass projected from it (item 6)
 ROW_START=$(date +%s)
-run depth_row 150 "$PY" bench/depth_multi30k.py --only admin-18-6 --jobs 1 $DEPTH
+run depth_row 150 "$PY" -m bench.depth_multi30k --only admin-18-6 --jobs 1 $DEPTH
 ROW_WALL=$(($(date +%s) - ROW_START))
 # 4) the one-process NCCL launches of examples/accelerate/README.md, train and save (item 5)
 want() { case " $PARTS " in *" $1 "*) return 0 ;; esac; return 1; }
@@ -117,8 +117,7 @@ if found:
     overhead = max(0.0, wall - sum(host))  # tokenizer, ADMIN profiling, final scoring, start-up
     row_30 = overhead + 30 * per_epoch
     # the other first-pass rows by their cost relative to ADMIN 18-6 in the committed CPU study (d 64, 30 epochs)
-    sys.path[:0] = ["bench/lib"]
-    from depth.rows import FIRST_PASS
+    from bench.lib.depth.rows import FIRST_PASS
 
     def cost(path):
         data = json.loads(path.read_text())
@@ -142,14 +141,14 @@ out.write_text(json.dumps(result, indent=2, default=str) + "\n")
 print("launch_depth:", json.dumps({k: v for k, v in result["depth_row"].items() if k != "record"}))
 EOF
 # 5) DLCL against pre-LN at 18-6, d 512, 25k target tokens, bf16 (goal <= 1.15x), the fused history product too
-run dlcl 90 "$PY" bench/dlcl_throughput.py $DLCL
+run dlcl 90 "$PY" -m bench.dlcl_throughput $DLCL
 [ -z "$QUICK" ] && cp bench/results/dlcl_throughput_cuda.json "$OUT/" 2>/dev/null
 # 6) the CUDA tests
 if [ -z "$QUICK" ]; then
-  run test_cuda 90 "$PY" -m pytest -q -p no:cacheprovider -m cuda tests/test_cuda.py
+  run test_cuda 90 "$PY" -m pytest -q -p no:cacheprovider -m cuda tests/training/test_cuda.py
 fi
 # 7) generation: eager, static cache + compile (item 3)
-run decode 90 "$PY" bench/gpu_training.py $DEV $TRAIN_Q --sections generate --variants admin-60-12 marian-6-6 \
+run decode 90 "$PY" -m bench.gpu_training $DEV $TRAIN_Q --sections generate --variants admin-60-12 marian-6-6 \
   --compile-variants all --generate-repeats 1 --no-references --budget-s 80 --out "$OUT/gpu_decode"
 rm -f "$OUT"/*.png "$OUT"/*.md
 part done

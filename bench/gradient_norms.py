@@ -21,8 +21,8 @@ type (encoder self-attention and FFN; decoder self-attention, cross-attention, F
 variance of r over the model dimension, averaged over the real (non-pad) tokens. z is the sublayer input, used by
 nothing else in a post-LN stack, so its gradient is exactly δ_z.
 
-    python bench/gradient_norms.py           # 12+12 layers, d 256 (~3-5 min on a loaded machine)
-    python bench/gradient_norms.py --quick   # 4+4 layers, d 64, ~500 target tokens
+    python -m bench.gradient_norms           # 12+12 layers, d 256 (~3-5 min on a loaded machine)
+    python -m bench.gradient_norms --quick   # 4+4 layers, d 64, ~500 target tokens
 
 Writes bench/results/gradient_norms.{json,md,png}.
 """
@@ -32,13 +32,10 @@ from __future__ import annotations
 import argparse
 import random
 import statistics
-import sys
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).parent / "lib"))
-
-from common import (  # noqa: E402
+from bench.lib.common import (
     RESULTS,
     markdown_table,
     multi30k_pairs,

@@ -20,22 +20,24 @@ schedule and the same label-smoothed loss (collapse_losses.token_cross_entropy, 
 If ours-normal tracks marian and ours-xavier does not, the gap is the initialisation, not the implementation; the
 last two sides split it between the word embeddings (tied with the output projection) and the linear maps.
 
-    python bench/init_gap.py            # d 64, 300 steps of batch 64 (~5 min on one core)
-    python bench/init_gap.py --quick    # smoke run
+    python -m bench.init_gap            # d 64, 300 steps of batch 64 (~5 min on one core)
+    python -m bench.init_gap --quick    # smoke run
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
-from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent / "lib"))
-
-from common import markdown_table, multi30k_pairs, multi30k_tokenizer, tokenized_batches, write_results  # noqa: E402
-from quality_multi30k import build_model  # noqa: E402
+from bench.lib.common import (
+    markdown_table,
+    multi30k_pairs,
+    multi30k_tokenizer,
+    tokenized_batches,
+    write_results,
+)
+from bench.quality_multi30k import build_model
 
 NAME = "init_gap"
 

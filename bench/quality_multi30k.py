@@ -13,9 +13,9 @@ After training, test_2016_flickr is translated with beam 4 (deep_nmt_hf.training
 sacreBLEU BLEU and chrF (compute_translation_metrics, signatures recorded). Every model trains in its own
 subprocess; `--jobs` of them run at once.
 
-    python bench/quality_multi30k.py                 # the full run: 1200 CPU-s per model at d 64, 2 at once
+    python -m bench.quality_multi30k                 # the full run: 1200 CPU-s per model at d 64, 2 at once
                                                      # (about 75 min on an idle 2-core machine)
-    python bench/quality_multi30k.py --quick         # smoke test: tiny models, seconds of budget
+    python -m bench.quality_multi30k --quick         # smoke test: tiny models, seconds of budget
 """
 
 from __future__ import annotations
@@ -24,18 +24,16 @@ import argparse
 import json
 import os
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent / "lib"))
-
-from common import (
+from bench.lib.common import (
     CACHE,
     RESULTS,
     markdown_table,
     model_from_fields,
+    module_command,
     multi30k_dir,
     multi30k_pairs,
     multi30k_tokenizer,
@@ -240,7 +238,7 @@ def orchestrate(args: argparse.Namespace) -> None:
         while todo and len(running) < args.jobs:
             name = todo.pop(0)
             log = open(RUNS / f"{name}.log", "w")  # noqa: SIM115 - closed with the process
-            cmd = [sys.executable, __file__, "--worker", name, *forward_args(args)]
+            cmd = module_command("bench.quality_multi30k", "--worker", name, *forward_args(args))
             print(f"[{name}] start: {' '.join(cmd)}", flush=True)
             running.append((name, subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)))
         time.sleep(2)

@@ -14,8 +14,8 @@ torch thread), medians over `--repeats` runs after a warm-up run:
   gradients and Adam state before the step, then the peak RSS during it (VmHWM, reset first) and the growth
   (the step's activation memory; the memory model uses pre-LN, dropout 0.1).
 
-    python bench/scaling.py            # writes bench/results/scaling.{json,md} and scaling_*.png
-    python bench/scaling.py --quick    # smoke test
+    python -m bench.scaling            # writes bench/results/scaling.{json,md} and scaling_*.png
+    python -m bench.scaling --quick    # smoke test
 """
 
 from __future__ import annotations
@@ -25,14 +25,11 @@ import json
 import os
 import statistics
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent / "lib"))
-
-from common import RESULTS, markdown_table, write_results
+from bench.lib.common import RESULTS, markdown_table, module_command, write_results
 
 VOCAB = 8000
 
@@ -105,7 +102,7 @@ def step_and_generate(model, batch: dict, new_tokens: int, repeats: int) -> tupl
 def memory_run(args: argparse.Namespace, depth: int, checkpointing: bool) -> dict[str, float]:
     """Peak memory of one training step in a fresh process: the worker of bench/checkpointing_memory.py
     (RSS of parameters + gradients + Adam state before the step, VmHWM reset, peak during the step)."""
-    cmd = [sys.executable, str(Path(__file__).with_name("checkpointing_memory.py")), "--worker"]
+    cmd = module_command("bench.checkpointing_memory", "--worker")
     cmd += ["--encoder-layers", str(depth), "--decoder-layers", "6", "--d-model", str(args.d_model)]
     cmd += ["--length", str(args.length), "--batch", str(args.memory_batch)]
     if checkpointing:

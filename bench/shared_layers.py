@@ -17,8 +17,8 @@ width) and an unshared pre-LN model with the same effective depth (one layer per
 Both models are randomly initialised; layer sharing changes the parameter count, not the arithmetic per token, so
 the expectation is near-equal speed (re-injection adds one addition per repeat; a smaller optimizer step).
 
-    python bench/shared_layers.py            # counts + speed of stack-T4-enc8-dec4 at d 128 (~5 min loaded)
-    python bench/shared_layers.py --quick    # counts + a smoke speed run
+    python -m bench.shared_layers            # counts + speed of stack-T4-enc8-dec4 at d 128 (~5 min loaded)
+    python -m bench.shared_layers --quick    # counts + a smoke speed run
 
 Writes bench/results/shared_layers.{json,md,png}.
 """
@@ -27,14 +27,12 @@ from __future__ import annotations
 
 import argparse
 import random
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).parent / "lib"))
-
-from common import (  # noqa: E402
+from bench.decoding_speed import generate_fixed
+from bench.lib.common import (
     RESULTS,
     interleaved,
     markdown_table,
@@ -44,7 +42,6 @@ from common import (  # noqa: E402
     tokenized_batches,
     write_results,
 )
-from decoding_speed import generate_fixed  # noqa: E402
 
 NAME = "shared_layers"
 PAPER_VOCAB = 32000  # "a 32k joint source and target BPE" (sec. 5.1.1)

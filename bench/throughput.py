@@ -14,22 +14,19 @@ depend on what else runs on a shared machine. Every ratio is to stock Marian mea
 Goals (issue #10) are checked; where one is missed, one training step (or generation) of the model is profiled
 with torch.profiler and the top operators are written into the results.
 
-    python bench/throughput.py            # both shapes
-    python bench/throughput.py --quick    # smoke test: tiny shapes, 1 repeat
+    python -m bench.throughput            # both shapes
+    python -m bench.throughput --quick    # smoke test: tiny shapes, 1 repeat
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent / "lib"))
-
-from common import (
+from bench.lib.common import (
     RESULTS,
     interleaved,
     markdown_table,

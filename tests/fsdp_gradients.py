@@ -1,4 +1,4 @@
-"""Worker for tests/test_sharding.py, run with ``torchrun --nproc_per_node 2``: for every variant, the gradient
+"""Worker for tests/training/test_sharding.py, run with ``torchrun --nproc_per_node 2``: for every variant, the gradient
 that FSDP2 leaves in each rank's shard, with the batch split over the ranks, gathered into the full gradient,
 against one unsharded copy of the model on the whole batch. Rank 0 prints one JSON object: variant -> the
 largest relative difference over the parameters (k_proj biases left out: their gradient is zero in exact

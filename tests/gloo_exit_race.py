@@ -1,4 +1,4 @@
-"""Worker for tests/test_distributed.py: one rank of a 2-process gloo group that ends while a gloo worker thread
+"""Worker for tests/training/test_distributed.py: one rank of a 2-process gloo group that ends while a gloo worker thread
 still has to free a finished collective (the hazard `deep_nmt_hf.training.distributed.exit_if_a_rank` avoids).
 
 ``python gloo_exit_race.py RANK STORE_FILE MODE``. Rank 1 starts an async all-gather and drops its tensors and

@@ -28,6 +28,13 @@ def shared_dir() -> Path:
     return Path(os.environ.get("DEEP_NMT_SHARED_DIR", REPO.parent / "shared"))
 
 
+def module_command(module: str, *args: str) -> list[str]:
+    """The command that runs bench module MODULE (e.g. `bench.scaling`) in a child process: `python -m MODULE ARGS`.
+
+    The child inherits the working directory (the repository root, where `python -m bench.NAME` runs)."""
+    return [sys.executable, "-m", module, *args]
+
+
 def multi30k_dir() -> Path:
     path = shared_dir() / "data" / "multi30k"
     if not path.is_dir():
@@ -45,6 +52,14 @@ def cpu_model() -> str:
     return platform.processor() or "unknown"
 
 
+def _invocation() -> list[str]:
+    """sys.argv as typed: `-m bench.NAME ARGS` for a module run (python -m), else the script and its arguments."""
+    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    if spec is not None and spec.name:
+        return ["-m", spec.name.removesuffix(".__main__"), *sys.argv[1:]]
+    return list(sys.argv)
+
+
 def provenance() -> dict[str, Any]:
     """Command, versions, machine and date for a result file."""
     import tokenizers
@@ -59,7 +74,7 @@ def provenance() -> dict[str, Any]:
         except ImportError:
             continue
     return {
-        "command": " ".join(shlex.quote(a) for a in [Path(sys.executable).name, *sys.argv]),
+        "command": " ".join(shlex.quote(a) for a in [Path(sys.executable).name, *_invocation()]),
         "versions": versions,
         "machine": {"cores": os.cpu_count(), "cpu": cpu_model(), "torch_threads": torch.get_num_threads()},
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),

@@ -6,7 +6,7 @@ a machine is not always handed on to the next sitting. The numbers survive in th
 18-6 model at d 64), loadable on any machine with the package installed (`load_weights`).
 
 Float16 halves the file against float32; weights of these models lie far inside its range, so the cost is its
-11-bit mantissa (a relative rounding of at most 2^-11 a weight; tests/test_study_weights.py bounds the logits).
+11-bit mantissa (a relative rounding of at most 2^-11 a weight; tests/benchmarks/test_study_weights.py bounds the logits).
 The tokenizer is not stored (it is derived from Multi30k text, which we never commit): the file names the SHA-256
 of the tokenizer it was trained with, and `load_weights` refuses a different one.
 """

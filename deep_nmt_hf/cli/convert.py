@@ -30,7 +30,8 @@ def add_parsers(commands: Any) -> dict[str, Any]:
         "dictionaries dict.SRC.txt / dict.TGT.txt are read beside the checkpoint unless named.",
         formatter_class=_HelpFormatter,
         epilog="example:\n  deep-nmt convert fairseq wmt-ende/checkpoint_best.pt converted/ende "
-        "--bpe-codes wmt-ende/bpecodes",
+        "--bpe-codes wmt-ende/bpecodes\n  deep-nmt convert fairseq spm-model/checkpoint_best.pt converted/spm "
+        "--sentencepiece-model spm-model/sentencepiece.bpe.model",
     )
     fairseq.add_argument("checkpoint", type=Path, help="fairseq checkpoint file (checkpoint_*.pt)")
     fairseq.add_argument("output_dir", type=Path, help="new directory for the converted model")
@@ -44,6 +45,13 @@ def add_parsers(commands: Any) -> dict[str, Any]:
         "--bpe-codes",
         type=Path,
         help="subword-nmt BPE codes: the tokenizer then splits raw text as fairseq did",
+    )
+    fairseq.add_argument(
+        "--sentencepiece-model",
+        type=Path,
+        metavar="SPM_MODEL",
+        help="the sentencepiece .model fairseq's --bpe sentencepiece used: the tokenizer then normalises and splits "
+        "raw text as fairseq did (required when the checkpoint's options name sentencepiece)",
     )
     fairseq.add_argument(
         "--fork",
@@ -106,6 +114,7 @@ def _cmd_convert(args: argparse.Namespace) -> int:
         bpe_codes=args.bpe_codes,
         fork=args.fork,
         trust_pickle=args.trust_pickle,
+        sentencepiece_model=args.sentencepiece_model,
     )
     import json
 

@@ -34,7 +34,7 @@ def add_parsers(commands: Any) -> dict[str, Any]:
         help="export a model for another runtime (CTranslate2)",
         description="Fold IN when needed, then convert it for CTranslate2 (OUT: a new directory, written "
         "atomically). Post-LN models (MarianMTModel) and pre-LN models (Pegasus) are both supported; float32 "
-        "output equals Transformers' beam search token for token (tests/test_ctranslate2.py).",
+        "output equals Transformers' beam search token for token (tests/publish/test_ctranslate2.py).",
         formatter_class=_HelpFormatter,
         epilog="example:\n  deep-nmt export out/base out/base-ct2 --to ctranslate2 --quantization int8\n"
         "then: ctranslate2.Translator('out/base-ct2', intra_threads=2).translate_batch(tokens, beam_size=4,\n"

@@ -17,7 +17,7 @@ model's own `generate` applies the form (`GNMTLengthPenaltyMixin`): ``model.gene
 ``pipeline("translation")``, ``deep-nmt translate`` and a ``trust_remote_code`` load without the package all
 decode alike. Transformers offers no public hook for the length normalisation of beam search, so the mixin
 overrides, as a subclass, the three beam-search methods that carry it (named by
-tests/test_transformers_surfaces.py): `_beam_search` notes the call's form, and `_update_finished_beams` (finishing a
+tests/model/test_transformers_surfaces.py): `_beam_search` notes the call's form, and `_update_finished_beams` (finishing a
 hypothesis) and `_check_early_stop_heuristic` (the early-stop bound) get scores already divided by GNMT's penalty
 with Transformers' α = 0, so everything else (caches, logits processors, stopping, outputs) is Transformers' own.
 """

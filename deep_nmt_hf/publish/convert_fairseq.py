@@ -20,6 +20,9 @@ fairseq/, line numbers of that release):
   positions, then `layernorm_embedding` (our field of that name), then dropout; the decoder alike;
 * the dictionaries (data/dictionary.py): `<s>`=0, `<pad>`=1, `</s>`=2, `<unk>`=3, then one symbol per line of
   `dict.LANG.txt` (`symbol count [#fairseq:overwrite]`), in file order;
+* the BPE the hub interface applies (hub_utils.py `GeneratorHubInterface.__init__`: `encoders.build_bpe(cfg.bpe)`):
+  `args.bpe` / `cfg["bpe"]["_name"]`; for `sentencepiece` (data/encoders/sentencepiece_bpe.py) the
+  `--sentencepiece-model` is required here (the tokenizer: fairseq_tokenizer.py, sentencepiece_model.py);
 * generation (sequence_generator.py): `<pad>` never chosen (line 377), no `</s>` before `min_len` = 1 (line 395),
   the decoder starts from `</s>`: `fairseq_generation_config`.
 
@@ -114,6 +117,9 @@ class Checkpoint:
     source_lang: str | None = None
     target_lang: str | None = None
     layout: dict[str, Any] = field(default_factory=dict)
+    bpe: dict[str, Any] = field(
+        default_factory=dict
+    )  # the BPE its options name: {"name", "sentencepiece_model"}
 
 
 # ------------------------------------------------------------------------------------------------ reading
@@ -142,7 +148,23 @@ def load_checkpoint(path: str | Path, trust_pickle: bool = False) -> Checkpoint:
         state=state,
         source_lang=task.get("source_lang"),
         target_lang=task.get("target_lang"),
+        bpe=_bpe_options(raw),
     )
+
+
+def _bpe_options(raw: Mapping) -> dict[str, Any]:
+    """The BPE fairseq's hub interface would apply (`--bpe`; `cfg["bpe"]` from 0.10 on): its name and, for
+    sentencepiece (fairseq/data/encoders/sentencepiece_bpe.py), the `--sentencepiece-model` it was given."""
+    args, cfg = raw.get("args"), _as_dict(raw.get("cfg"))
+    if args is not None:
+        options = _as_dict(args)
+        name = options.get("bpe")
+    else:
+        options = _as_dict(cfg.get("bpe"))
+        name = options.get("_name")
+    if not isinstance(name, str) or not name:
+        return {}
+    return {"name": name, "sentencepiece_model": options.get("sentencepiece_model")}
 
 
 def _as_dict(value: Any) -> dict[str, Any]:
@@ -580,6 +602,7 @@ def fairseq_model(
     bpe_codes: str | Path | None = None,
     fork: str = "auto",
     trust_pickle: bool = False,
+    sentencepiece_model: str | Path | None = None,
 ) -> tuple[Any, Any, dict[str, Any]]:
     """(our model in eval mode, its tokenizer or None, what was converted) from a fairseq checkpoint."""
     from ..model.modeling_deep_nmt import DeepNMTForConditionalGeneration
@@ -587,6 +610,7 @@ def fairseq_model(
 
     checkpoint = load_checkpoint(checkpoint_path, trust_pickle=trust_pickle)
     detect_layout(checkpoint, fork)
+    _check_tokenizer_files(checkpoint, bpe_codes, sentencepiece_model)
     source_path, target_path = find_dictionaries(
         checkpoint, Path(source_dict) if source_dict else None, Path(target_dict) if target_dict else None
     )
@@ -602,23 +626,24 @@ def fairseq_model(
     model.load_state_dict({k: v.float() for k, v in ours.items()}, strict=False)
     model.eval()
     model.generation_config = fairseq_generation_config(config)
-    if bpe_codes is not None and not Path(bpe_codes).is_file():
-        raise ConversionError(f"BPE codes {bpe_codes} do not exist (give subword-nmt's codes file)")
     tokenizer, why_none = None, "separate source and target dictionaries (one tokenizer holds one vocabulary)"
+    spm = Path(sentencepiece_model) if sentencepiece_model else None
     if source == target:  # one dictionary for both sides: one tokenizer
         try:
-            tokenizer = build_tokenizer(source, Path(bpe_codes) if bpe_codes else None)
-        except ValueError as err:  # BPE pieces but no codes: the model converts, without a tokenizer
-            why_none = str(err)
+            tokenizer = build_tokenizer(source, Path(bpe_codes) if bpe_codes else None, spm)
+        except ValueError as err:
+            if bpe_codes or spm:  # the files given do not make a tokenizer
+                raise ConversionError(str(err)) from None
+            why_none = str(err)  # BPE pieces but no codes: the model converts, without a tokenizer
+    splitting = " + subword-nmt BPE" if bpe_codes else " + sentencepiece" if spm else ""
     provenance = {
         "converted_from": checkpoint.path.name,
         "layout": checkpoint.layout,
         "source_dictionary": source_path.name,
         "target_dictionary": target_path.name,
         "bpe_codes": Path(bpe_codes).name if bpe_codes else None,
-        "tokenizer": f"none: {why_none}"
-        if tokenizer is None
-        else "fairseq dictionary ids" + (" + subword-nmt BPE" if bpe_codes else ""),
+        "sentencepiece_model": spm.name if spm else None,
+        "tokenizer": f"none: {why_none}" if tokenizer is None else "fairseq dictionary ids" + splitting,
         "not_reproduced": "Moses tokenisation / detokenisation, truecasing (give tokenised text)",
     }
     return model, tokenizer, provenance
@@ -632,6 +657,7 @@ def convert_fairseq(
     bpe_codes: str | Path | None = None,
     fork: str = "auto",
     trust_pickle: bool = False,
+    sentencepiece_model: str | Path | None = None,
 ) -> Path:
     """Convert into `output_dir`, which appears complete or not at all."""
     from ..data.atomic import atomic_directory
@@ -640,7 +666,7 @@ def convert_fairseq(
     if output_dir.exists():
         raise ConversionError(f"{output_dir} exists already; choose a new output directory")
     model, tokenizer, provenance = fairseq_model(
-        checkpoint_path, source_dict, target_dict, bpe_codes, fork, trust_pickle
+        checkpoint_path, source_dict, target_dict, bpe_codes, fork, trust_pickle, sentencepiece_model
     )
     with atomic_directory(output_dir) as work:
         model.save_pretrained(work)
@@ -648,6 +674,40 @@ def convert_fairseq(
             tokenizer.save_pretrained(work)
         (work / "conversion.json").write_text(json.dumps(provenance, indent=2) + "\n", encoding="utf-8")
     return output_dir
+
+
+def _check_tokenizer_files(
+    checkpoint: Checkpoint, bpe_codes: str | Path | None, sentencepiece_model: str | Path | None
+) -> None:
+    """The BPE files given exist and fit what the checkpoint was trained with (before anything is built)."""
+    if bpe_codes is not None and sentencepiece_model is not None:
+        raise ConversionError(
+            "give --bpe-codes (subword-nmt) or --sentencepiece-model (sentencepiece), not both: fairseq applies one"
+        )
+    if bpe_codes is not None and not Path(bpe_codes).is_file():
+        raise ConversionError(f"BPE codes {bpe_codes} do not exist (give subword-nmt's codes file)")
+    if sentencepiece_model is not None and not Path(sentencepiece_model).is_file():
+        raise ConversionError(
+            f"sentencepiece model {sentencepiece_model} does not exist (give spm_train's .model file)"
+        )
+    named = checkpoint.bpe.get("name")
+    if named == "sentencepiece" and bpe_codes is not None:
+        raise ConversionError(
+            f"{checkpoint.path.name} was preprocessed with sentencepiece (bpe='sentencepiece'), not subword-nmt: "
+            "give --sentencepiece-model SPM.model instead of --bpe-codes"
+        )
+    if named == "sentencepiece" and sentencepiece_model is None:
+        where = checkpoint.bpe.get("sentencepiece_model")
+        raise ConversionError(
+            f"{checkpoint.path.name} was preprocessed with sentencepiece (bpe='sentencepiece'"
+            + (f", sentencepiece_model={where!r}" if where else "")
+            + "): give --sentencepiece-model SPM.model so that the tokenizer splits raw text as fairseq did"
+        )
+    if named == "subword_nmt" and sentencepiece_model is not None:
+        raise ConversionError(
+            f"{checkpoint.path.name} was preprocessed with subword-nmt (bpe='subword_nmt'), not sentencepiece: "
+            "give --bpe-codes CODES instead of --sentencepiece-model"
+        )
 
 
 def _tied_or_derived(config: Any) -> set[str]:

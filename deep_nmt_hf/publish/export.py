@@ -11,7 +11,7 @@ from CTranslate2's stock Marian / Pegasus conversion, both needed for identical 
   Transformers does not (the generation config bans it with `bad_words_ids`).
 
 CTranslate2 4.8's Pegasus loader also reads `config.normalize_before`, which transformers 5's PegasusConfig no
-longer has; the pre-LN form is stated explicitly here. Tests: tests/test_ctranslate2.py (beam-4 token outputs
+longer has; the pre-LN form is stated explicitly here. Tests: tests/publish/test_ctranslate2.py (beam-4 token outputs
 equal to Transformers' for every foldable variant).
 
 `export_ctranslate2` exports a saved model directory; `export_model` exports a model in memory, on any device and

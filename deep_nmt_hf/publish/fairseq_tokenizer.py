@@ -1,18 +1,25 @@
-"""The tokenizer of a converted fairseq model: fairseq's dictionary ids and subword-nmt's BPE, as a fast tokenizer.
+"""The tokenizer of a converted fairseq model: fairseq's dictionary ids and its BPE (subword-nmt or
+sentencepiece), as a fast tokenizer.
 
 fairseq's pipeline for raw text (fairseq/hub_utils.py `GeneratorHubInterface.encode`): tokenize (Moses, when the
-recipe used it), apply BPE (fairseq/data/encoders/subword_nmt_bpe.py: subword-nmt's `process_line`, `@@ ` after
-every non-final piece of a word), look the pieces up in the dictionary (`<unk>` = 3 for unknown ones), append
-`</s>` = 2. Decoding joins the pieces (`(x + " ").replace("@@ ", "").rstrip()`).
+recipe used it), apply BPE, look the pieces up in the dictionary (`<unk>` = 3 for unknown ones), append `</s>` = 2.
 
-Here the same in Hugging Face `tokenizers`: whitespace split, a BPE model whose merges are subword-nmt's codes and
-whose vocabulary is the fairseq dictionary re-keyed in subword-nmt's internal form (a final piece `ab` is
-`ab</w>`, a non-final piece `ab@@` is `ab`), so that token ids are fairseq's; a `</s>` appended; the decoder joins
-a word's pieces. Without BPE codes the tokenizer looks the (already BPE'd) pieces up as they stand.
+* subword-nmt (fairseq/data/encoders/subword_nmt_bpe.py: `process_line`, `@@ ` after every non-final piece of a
+  word; decoding `(x + " ").replace("@@ ", "").rstrip()`): whitespace split, a BPE model whose merges are
+  subword-nmt's codes and whose vocabulary is the fairseq dictionary re-keyed in subword-nmt's internal form (a
+  final piece `ab` is `ab</w>`, a non-final piece `ab@@` is `ab`), so that token ids are fairseq's; the decoder
+  joins a word's pieces.
+* sentencepiece (fairseq/data/encoders/sentencepiece_bpe.py: `" ".join(sp.EncodeAsPieces(x))`; decoding
+  `x.replace(" ", "").replace("\u2581", " ").strip()`): the `.model` file's normalizer and segmentation
+  (publish/sentencepiece_model.py), its pieces given the fairseq dictionary's ids; the decoder turns `▁` back
+  into spaces (the pipeline strips the ends, as fairseq does).
+* Without either the tokenizer looks the (already segmented) pieces up as they stand.
+
+Pieces the segmentation makes but the dictionary lacks get ids past the model's vocabulary (`unknown_to_unk`).
 
 What differs from fairseq: no Moses tokenisation / detokenisation (give tokenised text, or add sacremoses
 yourself), no truecasing; subword-nmt's `--glossaries` and vocabulary filter (`apply_bpe.py --vocabulary`) are not
-reproduced.
+reproduced; sentencepiece's sampling (`--sentencepiece-enable-sampling`, training only) is not either.
 """
 
 from __future__ import annotations
@@ -20,8 +27,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors
+from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
 from transformers import PreTrainedTokenizerFast
+
+from .sentencepiece_model import NORMAL, SPACE, bpe_merges, read_sentencepiece_model
 
 END_OF_WORD = "</w>"
 UNK_ID = 3
@@ -47,16 +56,29 @@ def _merges(codes: Path) -> list[tuple[str, str]]:
     return merges
 
 
-def build_tokenizer(symbols: list[str], codes: Path | None) -> PreTrainedTokenizerFast:
-    """A fast tokenizer with fairseq's ids (`symbols` in dictionary order, the four specials first)."""
+def build_tokenizer(
+    symbols: list[str], codes: Path | None, sentencepiece_model: Path | None = None
+) -> PreTrainedTokenizerFast:
+    """A fast tokenizer with fairseq's ids (`symbols` in dictionary order, the four specials first), splitting
+    raw text by subword-nmt `codes` or a `sentencepiece_model` (at most one of them)."""
     specials = symbols[:4]  # <s>, <pad>, </s>, <unk>
     word_join = None  # without BPE: tokens joined by spaces
+    if sentencepiece_model is not None:
+        tokenizer = _sentencepiece_tokenizer(symbols, sentencepiece_model)
+        return _wrap(tokenizer, specials)
     if codes is None:
         pieces = [s for s in symbols[4:] if s.endswith(CONTINUATION)]
         if pieces:
             raise ValueError(
                 f"the dictionary holds BPE pieces ({pieces[0]!r}, ...): give --bpe-codes CODES (subword-nmt's codes "
                 "file) so that the tokenizer splits raw text as fairseq did"
+            )
+        pieces = [s for s in symbols[4:] if s.startswith(SPACE)]
+        if pieces:
+            raise ValueError(
+                f"the dictionary holds sentencepiece pieces ({pieces[0]!r}, ...): give --sentencepiece-model "
+                "SPM.model (the model fairseq's --sentencepiece-model named) so that the tokenizer splits raw "
+                "text as fairseq did"
             )
         vocab: dict[str, int] = {}
         for i, symbol in enumerate(symbols):
@@ -84,6 +106,11 @@ def build_tokenizer(symbols: list[str], codes: Path | None) -> PreTrainedTokeniz
     tokenizer.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
     if word_join is not None:
         tokenizer.decoder = word_join
+    return _wrap(tokenizer, specials)
+
+
+def _wrap(tokenizer: Tokenizer, specials: list[str]) -> PreTrainedTokenizerFast:
+    """`</s>` appended after each sequence, as fairseq's `encode_line` does; the specials named."""
     eos = specials[2]
     tokenizer.post_processor = processors.TemplateProcessing(
         single=f"$A {eos}", pair=f"$A {eos} $B {eos}", special_tokens=[(eos, 2)]
@@ -97,6 +124,56 @@ def build_tokenizer(symbols: list[str], codes: Path | None) -> PreTrainedTokeniz
         model_max_length=1024,
         clean_up_tokenization_spaces=False,
     )
+
+
+def _sentencepiece_tokenizer(symbols: list[str], path: Path) -> Tokenizer:
+    """sentencepiece's normalizer and segmentation (unigram or BPE) with the pieces under fairseq's ids: a piece the
+    dictionary lists has its dictionary id; one it lacks an id past the model's vocabulary (fairseq: `<unk>`)."""
+    spm = read_sentencepiece_model(path)
+    if spm.model_type not in ("unigram", "bpe"):
+        raise ValueError(f"{path} is a sentencepiece {spm.model_type!r} model; unigram and bpe ones are read")
+    if spm.treat_whitespace_as_suffix or not spm.escape_whitespaces:
+        raise ValueError(
+            f"{path} was trained with treat_whitespace_as_suffix=true or escape_whitespaces=false; only "
+            "sentencepiece's default whitespace handling (a '▁' prefix) is reproduced"
+        )
+    scores = spm.normal_pieces()
+    lowest = min((s for p, s, t in spm.pieces if t == NORMAL), default=0.0)
+    # the dictionary in its own order; specials at score 0 (sentencepiece's control pieces), symbols that are
+    # no piece (fairseq's madeupwordNNNN fillers, the surface of a character sentencepiece did not know) at the
+    # lowest normal score, which keeps the unknown-character score (that score minus 10) where it was
+    entries = [(symbol, 0.0 if i < 4 else scores.get(symbol, lowest)) for i, symbol in enumerate(symbols)]
+    listed = set(symbols)
+    entries += [(piece, score) for piece, score in scores.items() if piece not in listed]
+    unk = symbols[3]
+    if spm.model_type == "unigram":
+        model = models.Unigram(entries, unk_id=3, byte_fallback=spm.byte_fallback)
+    else:
+        vocab: dict[str, int] = {}
+        for i, (symbol, _) in enumerate(entries):
+            if i >= 4 or symbol not in vocab:
+                vocab[symbol] = i  # a symbol listed twice (#fairseq:overwrite): the later id, as in fairseq
+        model = models.BPE(
+            vocab=vocab,
+            merges=bpe_merges(scores),
+            unk_token=unk,
+            fuse_unk=True,
+            byte_fallback=spm.byte_fallback,
+        )
+    tokenizer = Tokenizer(model)
+    steps = [normalizers.Precompiled(spm.precompiled_charsmap)] if spm.precompiled_charsmap else []
+    if spm.remove_extra_whitespaces:  # sentencepiece: spaces only (after the map), not tabs
+        steps += [normalizers.Replace(Regex("^ +| +$"), ""), normalizers.Replace(Regex(" {2,}"), " ")]
+    if steps:
+        tokenizer.normalizer = normalizers.Sequence(steps)
+    prepend = "always" if spm.add_dummy_prefix else "never"
+    tokenizer.pre_tokenizer = pre_tokenizers.Metaspace(replacement=SPACE, prepend_scheme=prepend, split=False)
+    tokenizer.decoder = decoders.Metaspace(replacement=SPACE, prepend_scheme=prepend, split=False)
+    if spm.user_defined:  # sentencepiece never splits them: matched whole before segmentation
+        tokenizer.add_tokens(
+            [AddedToken(piece, normalized=False, special=False) for piece in spm.user_defined]
+        )
+    return tokenizer
 
 
 def _internal(symbol: str) -> str:

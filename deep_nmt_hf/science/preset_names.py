@@ -4,7 +4,7 @@
 `deep-nmt --help`, which answers before the package (torch, transformers) is imported. They are names of the
 command line and its recipes, not of a model, so checkpoints do not ship them (model/registry.py holds what a
 model needs: variants, shape presets, choices). A paper preset and a variant's shape never share a name
-(tests/test_registry.py): `train --preset NAME` tries the paper presets first.
+(tests/model/test_registry.py): `train --preset NAME` tries the paper presets first.
 """
 
 from __future__ import annotations

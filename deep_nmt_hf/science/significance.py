@@ -27,7 +27,7 @@ N_STATISTICS = 2 + 2 * MAX_NGRAM_ORDER  # hypothesis length, reference length, m
 def bleu_statistics(hypotheses: Sequence[str], references: Sequence[str]) -> list[list[int]]:
     """Per sentence: sacreBLEU's BLEU sufficient statistics [hypothesis length, reference length, matched n-grams
     for n = 1..4, total n-grams for n = 1..4] with its default BLEU (13a tokens, one reference). Uses sacreBLEU's
-    private `BLEU._extract_corpus_statistics` (its paired tests use it too; tests/test_significance.py names it)."""
+    private `BLEU._extract_corpus_statistics` (its paired tests use it too; tests/science/test_significance.py names it)."""
     from sacrebleu.metrics import BLEU
 
     hypotheses, references = list(hypotheses), list(references)

@@ -23,6 +23,7 @@ each value of a run comes from), `inputs` (variant, config, splits, tokenization
 """
 
 import importlib
+import importlib.util
 from typing import Any
 
 # public name -> the module that defines it (relative to this package): read on first use (PEP 562), so that
@@ -44,9 +45,13 @@ _EXPORTS: dict[str, str] = {
 
 
 def __getattr__(name: str) -> Any:
-    if name not in _EXPORTS:
+    """PEP 562: a public name, or a module of this package (`training.run`), imported on first use."""
+    if name in _EXPORTS:
+        value = getattr(importlib.import_module(_EXPORTS[name], __name__), name)
+    elif not name.startswith("_") and importlib.util.find_spec(f"{__name__}.{name}") is not None:
+        value = importlib.import_module(f".{name}", __name__)
+    else:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(_EXPORTS[name], __name__), name)
     globals()[name] = value
     return value
 

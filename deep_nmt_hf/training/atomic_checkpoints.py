@@ -7,7 +7,7 @@ name also says the epoch it closes: ``checkpoint-N-epochE`` (`averaging.checkpoi
 ``checkpointE.pt``), which `average --last-epochs` reads. Rotation (`save_total_limit`) runs after the rename.
 
 Overrides the Trainer's private `_save_checkpoint` (the whole save) and `_get_output_dir` (where the Trainer's own
-save writes meanwhile); both are named in tests/test_transformers_surfaces.py, with `rotate_checkpoints` and
+save writes meanwhile); both are named in tests/model/test_transformers_surfaces.py, with `rotate_checkpoints` and
 `PREFIX_CHECKPOINT_DIR`.
 """
 

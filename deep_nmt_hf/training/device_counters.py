@@ -8,7 +8,7 @@
 
 Overrides the Trainer's private `_track_num_input_tokens` and `_save_checkpoint` (to count every token into the
 saved TrainerState) and the public `floating_point_ops` and `log`; the private names are in
-tests/test_transformers_surfaces.py.
+tests/model/test_transformers_surfaces.py.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 The Trainer's ``group_by_length`` sampler measures every example's ``input_ids`` list; a dataset written by
 `data.preprocessing` carries the lengths as a cheap int32 column, which `data.batching.LengthGroupedSampler` reads
 into one numpy array instead. Overrides the Trainer's private `_get_train_sampler` (named in
-tests/test_transformers_surfaces.py).
+tests/model/test_transformers_surfaces.py).
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ Three choices, each measured by ``bench/gpu_training.py --split``:
   counts its budget on those padded lengths, so a batch's padded size still stays ≤ ``max_tokens`` and batch
   shapes fall into length buckets of 8: fewer distinct shapes for cuBLAS / cuDNN to select kernels for (and for
   `torch.compile` to see). Padded label positions are -100 and padded source positions are masked, so the loss
-  and the gradients are those of the unpadded batch (``tests/test_gpu_bench.py`` checks both). The price is
+  and the gradients are those of the unpadded batch (``tests/benchmarks/test_gpu_bench.py`` checks both). The price is
   compute on padding: on Multi30k-length sentences (~14 tokens) about 3.5 more positions per sentence and side,
   and a source side that no longer skips its attention mask when a batch's sources have equal lengths
   (Transformers' `padding_mask.all()` check). So it is on where shapes matter (CUDA: kernel selection,

@@ -15,7 +15,7 @@ Its wrap policy is the one `sharding.shard_units` uses (the model's `_no_split_m
 
 Overrides the public `save_model` and the Trainer's private `_save_optimizer_and_scheduler`,
 `_load_from_checkpoint`, `_load_optimizer_and_scheduler`, and calls its private `_save` (each named in
-tests/test_transformers_surfaces.py, with `OPTIMIZER_NAME` / `SCHEDULER_NAME`).
+tests/model/test_transformers_surfaces.py, with `OPTIMIZER_NAME` / `SCHEDULER_NAME`).
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ encoder / decoder layer (the model's `_no_split_modules`) and a root unit with t
 LayerNorms, DLCL weights). A unit's full weights exist only while it runs (all-gather before its forward and
 backward, freed after); gradients are reduce-scattered (averaged over ranks, like DDP), and the optimizer
 updates only the local shard. With the same global batch the updates are those of one process (tested:
-tests/test_sharding.py).
+tests/training/test_sharding.py).
 
 Why our own wiring and not accelerate's FSDP2 support (re-read in accelerate 1.15, issue #57): its plugin engages
 only where `AcceleratorState` sets ``DistributedType.FSDP``, in the branch for accelerator devices (MULTI_GPU /

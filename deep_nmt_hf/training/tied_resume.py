@@ -2,7 +2,7 @@
 
 A checkpoint holds the shared embedding once (`save_pretrained` drops the stacks' `embed_tokens` and a tied
 `lm_head.weight`); loading it back is complete, not a "missing keys" case: the trainer ties and does not warn.
-Overrides the Trainer's private `_issue_warnings_after_load` (named in tests/test_transformers_surfaces.py).
+Overrides the Trainer's private `_issue_warnings_after_load` (named in tests/model/test_transformers_surfaces.py).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ With `max_tokens` the training loader draws its batches from `data.batching.Toke
 source and target size ≤ max_tokens per process; every rank its own batches, reproducible from the seed) and
 `per_device_train_batch_size` is ignored for training. `train_lengths` may hand over the (source, target) length
 arrays; otherwise they are read from the dataset's token columns. Overrides the public `get_train_dataloader`
-and calls the Trainer's private `_remove_unused_columns` (tests/test_transformers_surfaces.py names it).
+and calls the Trainer's private `_remove_unused_columns` (tests/model/test_transformers_surfaces.py names it).
 """
 
 from __future__ import annotations

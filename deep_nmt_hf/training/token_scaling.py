@@ -4,8 +4,8 @@ The model returns the mean over its batch's target tokens. Under several process
 Trainer passes `num_items_in_batch`, the target tokens of the whole global batch (every rank's, every accumulated
 micro-batch's); the loss is rescaled by (local tokens / global tokens), so that the summed gradient equals the
 gradient of the token mean over the global batch — the same as one process with the whole batch, and as fairseq
-divides the summed loss of its ``--update-freq`` batches by their total tokens. Overrides the public
-`compute_loss` and reads the Trainer's `model_accepts_loss_kwargs`.
+divides the summed loss of its ``--update-freq`` batches by their total tokens. Overrides `LossHook.adjust_loss`
+and reads the Trainer's `model_accepts_loss_kwargs`.
 """
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from transformers import Trainer
+
+from .loss_hook import LossHook
 
 
 def token_exact_loss(loss: torch.Tensor, labels: torch.Tensor, num_items_in_batch: Any) -> torch.Tensor:
@@ -23,20 +24,13 @@ def token_exact_loss(loss: torch.Tensor, labels: torch.Tensor, num_items_in_batc
     return loss * (local_tokens / torch.as_tensor(num_items_in_batch, device=loss.device))
 
 
-class TokenExactLoss(Trainer):
-    """`compute_loss` with the model's token mean rescaled to this batch's share of the global batch."""
+class TokenExactLoss(LossHook):
+    """The model's token mean rescaled to this batch's share of the global batch."""
 
-    def compute_loss(
-        self,
-        model: torch.nn.Module,
-        inputs: dict[str, Any],
-        return_outputs: bool = False,
-        num_items_in_batch: Any = None,
-    ) -> Any:
-        labels = inputs.get("labels")
-        loss, outputs = super().compute_loss(
-            model, inputs, return_outputs=True, num_items_in_batch=num_items_in_batch
-        )
+    def adjust_loss(
+        self, loss: torch.Tensor, outputs: Any, model: torch.nn.Module, labels: Any, num_items_in_batch: Any
+    ) -> torch.Tensor:
+        loss = super().adjust_loss(loss, outputs, model, labels, num_items_in_batch)
         if (
             num_items_in_batch is not None
             and self.model_accepts_loss_kwargs  # the Trainer then treats the loss as a sum / global tokens
@@ -45,4 +39,4 @@ class TokenExactLoss(Trainer):
         ):
             # the Trainer multiplies by the world size and DDP averages the gradients
             loss = token_exact_loss(loss, labels, num_items_in_batch)
-        return (loss, outputs) if return_outputs else loss
+        return loss

@@ -5,9 +5,10 @@ puts them together (cooperative `super()` calls, in the order of the bases below
 
 | piece | module | concern | Trainer hooks |
 |---|---|---|---|
-| `LossComponents` | `loss_components` | the model's loss components in the log | `compute_loss`, `log` |
-| `DivergenceGuard` | `divergence_guard` | a diverging batch skipped / the run stopped | `compute_loss` |
-| `TokenExactLoss` | `token_scaling` | the token mean over the global batch | `compute_loss` |
+| `LossComponents` | `loss_components` | the model's loss components in the log | `adjust_loss`, `log` |
+| `DivergenceGuard` | `divergence_guard` | a diverging batch skipped / the run stopped | `adjust_loss` |
+| `TokenExactLoss` | `token_scaling` | the token mean over the global batch | `adjust_loss` |
+| `LossHook` | `loss_hook` | the three above share one `compute_loss`, which calls their `adjust_loss` | `compute_loss` |
 | `DeviceCounters` | `device_counters` | tokens seen and FLOPs without host syncs | `_track_num_input_tokens`, `_save_checkpoint`, `floating_point_ops`, `log` |
 | `AtomicCheckpoints` | `atomic_checkpoints` | ``.saving/`` then rename; epoch names | `_save_checkpoint`, `_get_output_dir` |
 | `ShardedSaves` | `sharded_saves` | FSDP2 saves and resumes as full models | `save_model`, `_save_optimizer_and_scheduler`, `_load_from_checkpoint`, `_load_optimizer_and_scheduler` |
@@ -16,7 +17,7 @@ puts them together (cooperative `super()` calls, in the order of the bases below
 | `LengthColumnGrouping` | `length_grouping` | ``group_by_length`` from the ``src_len`` column | `_get_train_sampler` |
 
 `PRIVATE_TRAINER_SURFACES` lists every private `Trainer` name the pieces override or call, with the parameters
-they rely on; tests/test_transformers_surfaces.py has one test per name and checks that the trainer overrides no
+they rely on; tests/model/test_transformers_surfaces.py has one test per name and checks that the trainer overrides no
 other. Gradient accumulation (``gradient_accumulation_steps``, fairseq's ``--update-freq``) needs nothing more:
 `TokenExactLoss` divides by the tokens of all accumulated micro-batches. `optimizer_cls_and_kwargs`
 (`optimizers.optimizer_cls_and_kwargs`): Adam / AdamW / RAdam with β's and ε.

@@ -17,11 +17,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from common import RESULTS
-from machine_speed import measured_cpu_s, reference_cpu_s
-
 from deep_nmt_hf.data.atomic import atomic_write
 
+from ..common import RESULTS
+from ..machine_speed import measured_cpu_s, reference_cpu_s
 from .rows import MODELS, row_order
 
 # outside the work tree, so that a study spans sittings on the same machine: epoch checkpoints and saved models

@@ -11,9 +11,8 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from common import RESULTS, markdown_table, write_results
-from paper_curves import per_epoch
-
+from ..common import RESULTS, markdown_table, write_results
+from ..paper_curves import per_epoch
 from . import core
 from .style import colour, line_style
 from .summaries import FLAT, SLOPE_EPOCHS, _cell, row_summary

@@ -3,7 +3,7 @@ per epoch of the runs not finished (measured on the study's own epochs where it 
 progress paragraph of the report (report.py) and the runs to re-train for their lost weights.
 
 Pure functions of records and run histories, but for `started_runs` and `lost_weights`, which read the runs'
-directories; tests/test_depth_report.py runs them on synthetic records.
+directories; tests/benchmarks/test_depth_report.py runs them on synthetic records.
 """
 
 from __future__ import annotations
@@ -16,8 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from common import RESULTS
-
+from ..common import RESULTS
 from . import core
 from . import rows as depth_rows
 

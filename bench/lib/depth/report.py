@@ -11,7 +11,7 @@ plot (bench/lib/claims_plot.py), depth_multi30k_papers.png each paper's rows' cu
 
 The top of the study's package: it imports the other parts (the plan from study.py) and none of them imports it.
 The functions between loading and writing are pure (records in, numbers and text out), so
-tests/test_depth_report.py runs them on synthetic records.
+tests/benchmarks/test_depth_report.py runs them on synthetic records.
 """
 
 from __future__ import annotations
@@ -22,13 +22,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from claims_plot import forest_plot
-from common import RESULTS, markdown_table, write_results
-from machine_speed import reference_cpu_s
-from paper_curves import paper_curves, paper_rows, per_epoch
-
 from deep_nmt_hf.science.significance import detectable_delta, holm, seed_and_sentence_test
 
+from ..claims_plot import forest_plot
+from ..common import RESULTS, markdown_table, write_results
+from ..machine_speed import reference_cpu_s
+from ..paper_curves import paper_curves, paper_rows, per_epoch
 from . import core, decision, sentences, study
 from . import rows as depth_rows
 from .claims import (
@@ -1001,7 +1000,7 @@ def report_from_records(
 ) -> tuple[dict[str, list[dict[str, Any]]], str, dict[str, Any]]:
     """(records, markdown, payload) of the report of `args.epochs`, from the committed records alone (no file
     written; the figures' lines and the provenance footer are added by `report` and write_results): what
-    tests/test_depth_summaries.py compares with the committed report."""
+    tests/benchmarks/test_depth_summaries.py compares with the committed report."""
     records = core.load_records(core.records_root(args), args.epochs)
     planned = study.plan(argparse.Namespace(**{**vars(args), "only": None}))
     _, pilot = build_pilot(records_by_budget(args), args.epochs)

@@ -3,7 +3,7 @@ bench/README.md and CONTRIBUTING.md say of the study is these sentences, word fo
 
     <!-- depth:KEY -->the sentence<!-- /depth:KEY -->
 
-which the report rewrites whenever it is rebuilt (`requote_files`); tests/test_depth_summaries.py fails where a
+which the report rewrites whenever it is rebuilt (`requote_files`); tests/benchmarks/test_depth_summaries.py fails where a
 marked sentence differs from the one the committed report's verdicts generate, and where the study's other marked
 prose (<!-- depth-prose --> … <!-- /depth-prose -->) states a number the reports do not print, or a verdict word.
 The number check is by token: it catches a figure no report prints, not one that happens to appear elsewhere in

@@ -13,21 +13,20 @@ import math
 import os
 import shutil
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
-from common import (
+from ..common import (
     model_from_fields,
+    module_command,
     multi30k_dir,
     multi30k_pairs,
     multi30k_tokenizer,
     pairs_dataset,
     study_trainer,
 )
-from machine_speed import boot_time, describe, machine_factor, machine_probe, stamp_since_boot
-
+from ..machine_speed import boot_time, describe, machine_factor, machine_probe, stamp_since_boot
 from . import core
 from .pricing import cost_class, prior_rates, remaining, started_runs
 from .rows import (
@@ -43,7 +42,7 @@ from .rows import (
 )
 from .summaries import failure, row_summary
 
-SCRIPT = Path(__file__).resolve().parents[2] / "depth_multi30k.py"  # the entry point; a worker runs it
+SCRIPT = "bench.depth_multi30k"  # the entry point; a worker runs it
 
 
 # ------------------------------------------------------------------------------------------------- one model
@@ -53,8 +52,9 @@ def keep_weights(
     """Write NAME's averaged weights beside its record (`weights_path`), from `model` or from the run's saved
     averaged model; return the tokenizer digest stored with them, or None when neither model exists (a run
     finished on another machine, or diverged before its first checkpoint)."""
-    from study_weights import save_weights, tokenizer_digest
     from transformers import AutoModelForSeq2SeqLM
+
+    from ..study_weights import save_weights, tokenizer_digest
 
     saved = core.run_dir(name, seed, args) / "averaged"
     if model is None:
@@ -73,8 +73,9 @@ def keep_weights(
 def load_averaged(name: str, seed: int, args: argparse.Namespace) -> Any:
     """NAME's final (averaged) model for SEED, in eval mode: the run's saved model where this machine has it,
     else the committed float16 weights (checked against the tokenizer `multi30k_tokenizer` builds here)."""
-    from study_weights import load_weights, tokenizer_digest
     from transformers import AutoModelForSeq2SeqLM
+
+    from ..study_weights import load_weights, tokenizer_digest
 
     saved = core.run_dir(name, seed, args) / "averaged"
     if (saved / "config.json").exists():
@@ -395,11 +396,12 @@ def rescore_run(name: str, seed: int, setting: dict[str, Any], args: argparse.Na
         return cached
     import numpy as np
     import torch
-    from study_weights import load_weights, tokenizer_digest
 
     from deep_nmt_hf.science.significance import bleu_from_statistics, bleu_statistics
     from deep_nmt_hf.training import translate
     from deep_nmt_hf.training.length_penalty import set_length_penalty
+
+    from ..study_weights import load_weights, tokenizer_digest
 
     record = core._read_json(core.record_path(name, seed, args))
     scored = record["test"]["averaged"]
@@ -601,7 +603,7 @@ def replan(
 def start_worker(name: str, seed: int, args: argparse.Namespace) -> subprocess.Popen:
     """NAME's run with SEED in its own process: one thread, nice 19, its output appended to its train.log."""
     log = open(core.run_dir(name, seed, args) / "train.log", "a")  # noqa: SIM115 - closed with the process
-    cmd = [sys.executable, str(SCRIPT), "--worker", name, "--seeds", str(seed), *forward_args(args)]
+    cmd = module_command(SCRIPT, "--worker", name, "--seeds", str(seed), *forward_args(args))
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     print(f"[{name} seed {seed}] start: {' '.join(cmd)}", flush=True)
     return subprocess.Popen(

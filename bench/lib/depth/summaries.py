@@ -12,8 +12,7 @@ import statistics
 from collections.abc import Sequence
 from typing import Any
 
-from machine_speed import reference_cpu_s, reference_rate
-
+from ..machine_speed import reference_cpu_s, reference_rate
 from . import core
 from . import rows as depth_rows
 from .claims import COLLAPSE_SHARE, SRC_FLOOR

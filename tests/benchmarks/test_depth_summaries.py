@@ -1,0 +1,74 @@
+"""What README, docs/results.md, bench/README.md and CONTRIBUTING.md say of the depth study is what its report says
+(issue #58 item 5): the quoted sentences are the report's generated ones (bench/lib/depth/sentences.py), the other
+marked prose states only numbers the reports print and no verdict word, and the committed report regenerates from
+the committed records. Reads committed files; the regeneration runs the report's bootstrap (≈ 15 CPU-s)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from bench.lib.depth import report, sentences, study
+
+ROOT = Path(__file__).resolve().parents[2]
+RESULTS = ROOT / "bench" / "results"
+PAYLOAD = json.loads((RESULTS / "depth_multi30k.json").read_text())
+REPORTS = "\n".join((RESULTS / name).read_text() for name in sentences.REPORTS)
+
+
+def test_every_quoted_sentence_is_the_reports() -> None:
+    """Each `<!-- depth:KEY -->` quote in a summary file is the committed report's sentence KEY, word for word;
+    README, docs/results.md and bench/README.md quote the verdicts only so."""
+    generated = PAYLOAD["summaries"]
+    quoted_somewhere = set()
+    for path in sentences.summary_files(ROOT):
+        for key, bodies in sentences.marked(path.read_text()).items():
+            assert key in generated, f"{path.name}: no sentence {key!r} in the report"
+            for body in bodies:
+                assert body == generated[key], (
+                    f"{path.name} quotes {key!r} as {body!r}, the report: {generated[key]!r}"
+                )
+            quoted_somewhere.add(path.name)
+    assert {"README.md", "results.md"} <= quoted_somewhere and "README.md" in quoted_somewhere
+
+
+def test_the_reports_sentences_follow_from_its_verdicts() -> None:
+    """The committed sentences are what the committed verdicts and comparisons generate (no hand edits)."""
+    assert sentences.summary_sentences(PAYLOAD["claims"], PAYLOAD["significance"]) == PAYLOAD["summaries"]
+    assert "gains from depth" in PAYLOAD["summaries"]["depth-gains"]
+
+
+def test_the_marked_prose_states_nothing_the_reports_do_not() -> None:
+    """Every number in the study's marked prose is one the reports print, and the prose carries no verdict word."""
+    for path in sentences.summary_files(ROOT):
+        assert sentences.prose_problems(path.read_text(), REPORTS) == [], path.name
+
+
+def test_the_checks_catch_the_summaries_issue_58_found() -> None:
+    """The stale sentences of the old summaries fail the checks: a verdict stated in prose, a figure the report
+    does not print, a quote that no longer matches the report's sentence."""
+    stale = [
+        "of the papers' five gains from depth none reproduces: 4 are contradicted",
+        "the DLCL paper's +1.8 from depth is contradicted",
+        "it costs 1 BLEU and 2.6× the CPU",
+        "≈ 1.6 with the seeds, Holm over 21",
+        'a CI this wide shows "within 1 BLEU" only for Δ above −0.17',
+        "a clear verdict reads Holm p 0.0021 over the 21 comparisons",
+    ]
+    for text in stale:
+        assert sentences.prose_problems(f"<!-- depth-prose -->{text}<!-- /depth-prose -->", REPORTS), text
+    summary = PAYLOAD["summaries"]["lr-control"]
+    # the same comparison with another verdict
+    edited = summary.replace(summary.split(", Δ")[0], "pre-18-6 vs pre-6-6-lr2e-3: reproduces")
+    quote = f"<!-- depth:lr-control -->{edited}<!-- /depth:lr-control -->"
+    assert sentences.marked(quote)["lr-control"] != [PAYLOAD["summaries"]["lr-control"]]
+
+
+def test_the_report_regenerates_from_the_committed_records() -> None:
+    """`python bench/depth_multi30k.py --report-only` rebuilds the committed report from the committed records:
+    the markdown up to its figures and footer, and the summaries the READMEs quote."""
+    args = study.build_parser().parse_args([])
+    _, markdown, payload = report.report_from_records(args)
+    committed = (RESULTS / "depth_multi30k.md").read_text()
+    assert markdown == committed.split("\n\n![validation loss")[0]
+    assert payload["summaries"] == PAYLOAD["summaries"]

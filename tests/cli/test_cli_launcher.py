@@ -1,0 +1,69 @@
+"""The `deep-nmt` launcher parses and checks arguments before torch / transformers / datasets are imported."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import deep_nmt_hf
+from deep_nmt_hf.cli.names import CHOICE_VALUES, MODEL_TYPE_NAMES, VARIANT_MODEL_TYPES
+from deep_nmt_hf.model.configuration_deep_nmt import CHOICES
+
+ROOT = Path(__file__).resolve().parents[2]
+
+PROBE = """
+import json, sys
+from deep_nmt_hf_cli import main
+codes = {}
+for argv in %s:
+    try:
+        codes[" ".join(argv)] = main(argv)
+    except SystemExit as exit:
+        codes[" ".join(argv)] = exit.code
+heavy = sorted(name for name in ("torch", "transformers", "datasets") if name in sys.modules)
+print(json.dumps({"codes": codes, "heavy": heavy}))
+"""
+
+
+def test_static_names_equal_the_registered_variants_and_choices() -> None:
+    assert list(MODEL_TYPE_NAMES) == [config.model_type for config, _, _ in deep_nmt_hf.MODEL_TYPES]
+    assert VARIANT_MODEL_TYPES == {name: config.model_type for name, config in deep_nmt_hf.VARIANTS.items()}
+    assert CHOICE_VALUES is CHOICES  # both read model/registry.py (tests/model/test_registry.py)
+
+
+def test_console_script_is_the_launcher() -> None:
+    scripts = (ROOT / "pyproject.toml").read_text().split("[project.scripts]")[1].split("\n[")[0]
+    assert 'deep-nmt = "deep_nmt_hf_cli:main"' in scripts
+
+
+@pytest.mark.slow
+def test_help_and_argument_errors_import_no_heavy_module(tmp_path: Path) -> None:
+    commands = [["--help"], ["train", "--bogus"], ["fold", str(tmp_path / "none"), str(tmp_path / "out")]]
+    commands += [
+        [command, "--help"] for command in ("train", "evaluate", "translate", "demo", "push", "fold")
+    ]
+    commands += [["export", "--help"], ["plot", "omega", "--help"], ["data", "to-json", "--help"]]
+    commands += [["train", "--data-dir", str(tmp_path / "none"), "--src-lang", "en", "--tgt-lang", "de"]]
+    commands[-1] += ["--output-dir", str(tmp_path / "o")]
+    commands += [["train", "--data-dir", str(tmp_path), "--src-lang", "en", "--tgt-lang", "de"]]
+    commands[-1] += ["--output-dir", str(tmp_path / "o"), "--variant", "nope"]
+    result = subprocess.run(
+        [sys.executable, "-c", PROBE % json.dumps(commands)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert result.returncode == 0, result.stderr
+    probe = json.loads(result.stdout.strip().splitlines()[-1])
+    assert probe["heavy"] == []
+    codes = list(probe["codes"].values())
+    assert codes[0] == 0 and codes[1] == 2 and codes[2] == 2 and codes[3:-2] == [0] * (len(codes) - 5)
+    assert codes[-2:] == [2, 2]
+    assert "no such directory" in result.stderr and "--variant nope: unknown" in result.stderr
+    assert "Traceback" not in result.stderr and not (tmp_path / "out").exists()
