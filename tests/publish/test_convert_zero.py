@@ -338,3 +338,27 @@ def test_unreadable_checkpoint_is_refused(tmp_path: Path, capsys) -> None:
     out = tmp_path / "out"
     code, err = run_cli(["convert", "zero", str(model), str(out)], capsys)
     assert_refused(code, err, out, "model-100.index is not a TensorFlow V2 checkpoint index")
+
+
+def test_converted_model_loads_as_remote_code_without_the_package(
+    converted: dict[str, Path], tmp_path: Path
+) -> None:
+    """The new fields (embedding bias, zero-vector start, target vocabulary size) ship in the folder's model code:
+    trust_remote_code alone scores as zero."""
+    from fresh_process import run_without_package
+
+    shutil.copytree(converted["fuse_separate"], tmp_path / "model")
+    pair = reference("fuse_separate")["pairs"][0]
+    code = f"""
+    import json, torch
+    from transformers import AutoModelForSeq2SeqLM
+    model = AutoModelForSeq2SeqLM.from_pretrained("model", trust_remote_code=True).eval()
+    source, target = {pair["source"]}, {pair["target"]}
+    with torch.no_grad():
+        logits = model(input_ids=torch.tensor([source]), decoder_input_ids=torch.tensor([[0] + target[:-1]])).logits
+    lprobs = torch.log_softmax(logits[0], -1)
+    print(json.dumps([lprobs[t, token].item() for t, token in enumerate(target)]))
+    """
+    ours = torch.tensor(run_without_package(code, tmp_path))
+    expected = torch.tensor(reference("fuse_separate")["log_probs"][0])
+    torch.testing.assert_close(ours, expected, atol=TOLERANCE, rtol=0)
