@@ -41,6 +41,11 @@ fi
 if [ -d .gpu_shared/data/multi30k ]; then export DEEP_NMT_SHARED_DIR=$PWD/.gpu_shared; fi
 export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 PYTHONPATH=${PYTHONPATH:+$PYTHONPATH:}$PWD TOKENIZERS_PARALLELISM=false
 export PYTHONUNBUFFERED=1 DEEP_NMT_BENCH_CACHE=${DEEP_NMT_BENCH_CACHE:-/tmp/deep_nmt_bench}
+# inductor's cache fresh every call: time to the first compiled step is measured cold, and a cache another job left
+# half-written ("file too short", seen in a CPU rehearsal beside the test suite) cannot fail the compile part
+export TORCHINDUCTOR_CACHE_DIR=$WORK/inductor
+# a rehearsal starts its depth row afresh (an earlier rehearsal's record would make it refuse without --reuse)
+[ -n "$QUICK" ] && export DEEP_NMT_BENCH_CACHE=$WORK/bench-cache
 {
   date -u
   nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv 2>&1
