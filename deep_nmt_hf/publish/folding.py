@@ -185,12 +185,15 @@ def stock_config(config) -> MarianConfig | PegasusConfig | FSMTConfig:
         tie_word_embeddings=config.tie_word_embeddings,
     )
     target_vocab = getattr(config, "decoder_vocab_size", None) or config.vocab_size
+    shared = getattr(config, "share_encoder_decoder_embeddings", True)
     if _fsmt_positions(config):  # FSMT: two vocabularies (langs only named)
         vocab = common.pop("vocab_size")
+        # FSMT's tie_word_embeddings ties all three matrices (encoder, decoder, output): with a target embedding of
+        # its own (fairseq's --share-decoder-input-output-embed alone) it holds the decoder's twice instead
+        common["tie_word_embeddings"] = config.tie_word_embeddings and shared
         return FSMTConfig(langs=["src", "tgt"], src_vocab_size=vocab, tgt_vocab_size=target_vocab, **common)
     if config.layer_norm_position == "pre":
         return PegasusConfig(**common)
-    shared = getattr(config, "share_encoder_decoder_embeddings", True)
     return MarianConfig(**common, share_encoder_decoder_embeddings=shared, decoder_vocab_size=target_vocab)
 
 

@@ -1,22 +1,25 @@
 """A target vocabulary of its own size (`decoder_vocab_size`, MarianConfig's rule): the model, its fold into
 MarianMTModel, and fairseq checkpoints whose source and target dictionaries differ in size.
 
-No fairseq fixture with dictionaries of different sizes is generated (fairseq's own code is not run here for it): the
-fairseq check is on the MODEL PATH — a copy of the `preln_tied_cfg` fixture whose target dictionary and decoder
+A checkpoint written by fairseq itself with dictionaries of different sizes (tests/fixtures/fairseq_vocabularies,
+tests/fixtures/make_vocabulary_fixture.py) is checked against fairseq's numbers; a second check is on the MODEL PATH — a copy of the `preln_tied_cfg` fixture whose target dictionary and decoder
 embedding lose their last rows. Removing output rows leaves the decoder's hidden states unchanged (targets use kept
 rows only), so the shortened model's log-probs must be the log-softmax of the full model's logits over the kept rows.
 """
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
 import pytest
 import torch
+from fairseq_reference import check_against_fairseq
 from transformers import AutoModelForSeq2SeqLM, MarianMTModel
 
 from deep_nmt_hf import DeepNMTConfig, DeepNMTForConditionalGeneration
+from deep_nmt_hf.cli import main
 from deep_nmt_hf.publish.convert_fairseq import fairseq_model
 from deep_nmt_hf.publish.folding import fold_to_stock
 
@@ -98,3 +101,25 @@ def test_fairseq_dictionaries_of_different_sizes_convert(tmp_path: Path) -> None
         expected = full(input_ids=source, decoder_input_ids=target).logits[..., :size].log_softmax(-1)
         ours = short(input_ids=source, decoder_input_ids=target).logits.log_softmax(-1)
     torch.testing.assert_close(ours, expected, atol=1e-5, rtol=0)
+
+
+def test_a_fairseq_written_checkpoint_with_two_dictionaries_scores_as_fairseq(tmp_path: Path) -> None:
+    """The checkpoint fairseq itself wrote with a 28-symbol source and a 16-symbol target dictionary
+    (tests/fixtures/make_vocabulary_fixture.py): converted through the command line, saved and loaded, it scores as
+    fairseq did (log-probs within 1e-4, greedy identical, fairseq's beams rescoring to its scores), and its fold
+    keeps the two sizes and the numbers."""
+    fixtures = Path(__file__).parents[1] / "fixtures" / "fairseq_vocabularies"
+    manifest = json.loads((fixtures / "MANIFEST.json").read_text())
+    sizes = manifest["dictionary_sizes"]
+    assert sizes["source"] > sizes["target"]
+    out = tmp_path / "converted"
+    assert main(["convert", "fairseq", str(fixtures / "postln_two_dictionaries.pt"), str(out)]) == 0
+    model = DeepNMTForConditionalGeneration.from_pretrained(out).eval()
+    assert (model.config.vocab_size, model.config.decoder_vocab_size) == (sizes["source"], sizes["target"])
+    reference = json.loads((fixtures / "postln_two_dictionaries.json").read_text())
+    check_against_fairseq(model, reference)
+    stock, report = fold_to_stock(model)
+    assert report.max_abs_logit_diff < 1e-4 and report.beam_outputs_identical
+    stock.save_pretrained(tmp_path / "folded")
+    reloaded = AutoModelForSeq2SeqLM.from_pretrained(tmp_path / "folded").eval()
+    check_against_fairseq(reloaded, reference)
