@@ -74,21 +74,17 @@ def _print_scores(record: dict[str, Any], header: str) -> None:
 
 
 def _load_model(model: str) -> tuple[Any, Any]:
-    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer  # Auto classes: registered by the package
+    from transformers import AutoModelForSeq2SeqLM  # Auto classes: registered by the package
 
     _check_model_path(model, hub=True)
     if Path(model).expanduser().is_dir():
         check_model_type(Path(model).expanduser())
     try:  # trust_remote_code=False: never Transformers' question on stdin (a Hub model of another type fails)
-        from ..publish.paired_tokenizer import has_paired_tokenizers, load_paired_tokenizer
+        from ..model.tokenization_paired import load_folder_tokenizer  # two vocabularies: PairedTokenizerFast
 
-        if has_paired_tokenizers(model):  # two vocabularies (a converted zero model): encode / decode apart
-            return AutoModelForSeq2SeqLM.from_pretrained(
-                model, trust_remote_code=False
-            ), load_paired_tokenizer(model)
         return (
             AutoModelForSeq2SeqLM.from_pretrained(model, trust_remote_code=False),
-            AutoTokenizer.from_pretrained(model, trust_remote_code=False),
+            load_folder_tokenizer(model, trust_remote_code=False),
         )
     except Exception as error:  # safetensors' SafetensorError is no OSError: one line naming the model
         if type(error).__name__ != "SafetensorError":

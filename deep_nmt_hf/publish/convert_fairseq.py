@@ -606,6 +606,7 @@ def fairseq_model(
 ) -> tuple[Any, Any, dict[str, Any]]:
     """(our model in eval mode, its tokenizer or None, what was converted) from a fairseq checkpoint."""
     from ..model.modeling_deep_nmt import DeepNMTForConditionalGeneration
+    from ..model.tokenization_paired import PairedTokenizerFast
     from .fairseq_tokenizer import build_tokenizer
 
     checkpoint = load_checkpoint(checkpoint_path, trust_pickle=trust_pickle)
@@ -626,7 +627,7 @@ def fairseq_model(
     model.load_state_dict({k: v.float() for k, v in ours.items()}, strict=False)
     model.eval()
     model.generation_config = fairseq_generation_config(config)
-    tokenizer, why_none = None, "separate source and target dictionaries (one tokenizer holds one vocabulary)"
+    tokenizer, why_none = None, ""
     spm = Path(sentencepiece_model) if sentencepiece_model else None
     if source == target:  # one dictionary for both sides: one tokenizer
         try:
@@ -635,6 +636,16 @@ def fairseq_model(
             if bpe_codes or spm:  # the files given do not make a tokenizer
                 raise ConversionError(str(err)) from None
             why_none = str(err)  # BPE pieces but no codes: the model converts, without a tokenizer
+    else:  # two dictionaries: the source's tokenizer encodes, the target's decodes (model/tokenization_paired.py)
+        codes = Path(bpe_codes) if bpe_codes else None
+        try:
+            tokenizer = PairedTokenizerFast.pair(
+                *(build_tokenizer(side, codes, spm) for side in (source, target))
+            )
+        except ValueError as err:
+            if bpe_codes or spm:
+                raise ConversionError(str(err)) from None
+            why_none = str(err)
     splitting = " + subword-nmt BPE" if bpe_codes else " + sentencepiece" if spm else ""
     provenance = {
         "converted_from": checkpoint.path.name,

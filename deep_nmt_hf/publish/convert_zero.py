@@ -56,8 +56,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from ..model.tokenization_paired import PairedTokenizerFast
 from .convert_fairseq import ConversionError
-from .paired_tokenizer import SOURCE_DIR, TARGET_DIR
 
 PAD, UNK, EOS = 0, 1, 2
 SPECIALS = ("<pad>", "<unk>", "<eos>")  # vocab.py:16-22, ids 0..2
@@ -447,8 +447,8 @@ def zero_model(
     bpe_codes: str | Path | None = None,
     released: str | None = None,
 ) -> tuple[Any, dict[str, Any], dict[str, Any]]:
-    """(our model in eval mode, tokenizers {"": one for both sides} or {"source_tokenizer": ..,
-    "target_tokenizer": ..}, what was converted) from a zero checkpoint directory."""
+    """(our model in eval mode, tokenizers {"": the tokenizer} (a `PairedTokenizerFast` for two vocabularies) or
+    {} (none), what was converted) from a zero checkpoint directory."""
     from ..model.modeling_deep_nmt import VARIANT_MODELS
     from .tf_checkpoint import UnsupportedCheckpoint, checkpoint_prefix, read_checkpoint
 
@@ -498,8 +498,9 @@ def zero_model(
             tokenizers = {"": build_zero_tokenizer(source, codes)}
         else:
             tokenizers = {
-                SOURCE_DIR: build_zero_tokenizer(source, codes),
-                TARGET_DIR: build_zero_tokenizer(target, codes),
+                "": PairedTokenizerFast.pair(
+                    build_zero_tokenizer(source, codes), build_zero_tokenizer(target, codes)
+                )
             }
     except ConversionError as err:  # BPE pieces but no codes: the model converts, without a tokenizer
         if codes is not None:
@@ -514,9 +515,9 @@ def zero_model(
         "tokenizer": f"none: {why_none}"
         if not tokenizers
         else "one for both sides (one vocabulary)"
-        if "" in tokenizers
-        else "source_tokenizer/ (encode) and target_tokenizer/ (decode): two vocabularies; deep-nmt translate "
-        "reads both",
+        if not isinstance(tokenizers[""], PairedTokenizerFast)
+        else "two vocabularies: PairedTokenizerFast encodes with the source (the folder's top) and decodes with "
+        "target_tokenizer/",
         "model_card": f"model_cards/zero/{released}.md (the released {released})" if card else None,
         "not_reproduced": "Moses tokenisation / detokenisation, truecasing, subword-nmt's vocabulary filter; "
         f"zero's length limit (source length + {params['decode_length']}: max_length={MAX_LENGTH} here)",

@@ -471,7 +471,9 @@ def fold_directory(
     """`deep-nmt fold IN OUT`: load IN, fold it, check it, and write the stock model, tokenizer and generation
     config to OUT (written to a temporary sibling directory first, then renamed: never half-written). `device`:
     where to fold and check (default: the CPU)."""
-    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+    from transformers import AutoModelForSeq2SeqLM
+
+    from ..model.tokenization_paired import load_folder_tokenizer
 
     model_dir, out_dir = Path(model_dir), Path(out_dir)
     check_model_dir(model_dir)
@@ -480,7 +482,7 @@ def fold_directory(
     model = AutoModelForSeq2SeqLM.from_pretrained(model_dir).eval()
     if device is not None:
         model = model.to(device)
-    tokenizer = AutoTokenizer.from_pretrained(model_dir) if _has_tokenizer(model_dir) else None
+    tokenizer = load_folder_tokenizer(model_dir) if _has_tokenizer(model_dir) else None
     stock, report = fold_to_stock(model, atol=atol)
     with atomic_directory(out_dir) as tmp:  # the umask's modes, renamed into place when complete
         stock.save_pretrained(tmp)
@@ -504,4 +506,7 @@ def check_model_dir(model_dir: str | Path) -> Path:
 
 
 def _has_tokenizer(model_dir: Path) -> bool:
-    return (model_dir / "tokenizer.json").is_file() or (model_dir / "tokenizer_config.json").is_file()
+    from ..model.tokenization_paired import TARGET_DIR
+
+    files = ("tokenizer.json", "tokenizer_config.json")
+    return any((model_dir / name).is_file() for name in files) or (model_dir / TARGET_DIR).is_dir()

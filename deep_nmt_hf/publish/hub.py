@@ -594,9 +594,10 @@ def prepare_upload(
     admin_omega.json / .png when training wrote them, the DLCL weight plot for DLCL models. Built in a
     temporary sibling and renamed, so `out_dir` is never half-written.
     """
-    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+    from transformers import AutoModelForSeq2SeqLM
 
     from ..model.residual import current_omegas
+    from ..model.tokenization_paired import load_folder_tokenizer
     from ..science.plots import plot_dlcl_weights
     from .folding import fold_directory
 
@@ -630,7 +631,7 @@ def prepare_upload(
         else:
             build.mkdir()
             model.save_pretrained(build)  # with the translation pipeline (pipeline_shipping.py)
-            AutoTokenizer.from_pretrained(model_dir).save_pretrained(build)
+            load_folder_tokenizer(model_dir).save_pretrained(build)  # two vocabularies: both
         for name in (METRICS_FILE, OMEGA_FILE, OMEGA_PLOT):
             if (model_dir / name).is_file():
                 shutil.copy2(model_dir / name, build / name)

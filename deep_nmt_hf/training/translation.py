@@ -12,12 +12,12 @@ import torch
 from tqdm.auto import tqdm
 from transformers import (
     AutoModelForSeq2SeqLM,
-    AutoTokenizer,
     PreTrainedModel,
     PreTrainedTokenizerBase,
 )
 
 from ..data import load_parallel
+from ..model.tokenization_paired import load_folder_tokenizer
 from .metrics import compute_translation_metrics
 
 logger = logging.getLogger(__name__)
@@ -111,7 +111,7 @@ def evaluate_model(
     dataset = load_parallel(data_source, split, src_lang, tgt_lang)
     if max_samples is not None and len(dataset) > max_samples:
         dataset = dataset.select(range(max_samples))
-    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    tokenizer = load_folder_tokenizer(model_dir)  # two vocabularies: PairedTokenizerFast
     model = AutoModelForSeq2SeqLM.from_pretrained(model_dir)
     pairs = dataset["translation"]
     sources = [pair[src_lang] for pair in pairs]

@@ -25,6 +25,8 @@ sys.path.insert(0, str(REPO / ".ci"))
 import layout_metrics  # noqa: E402
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "pre_layout_checkpoints.zip"
+# shipped by a two-vocabulary tokenizer's own save_pretrained (PairedTokenizerFast), not by the model's
+TOKENIZER_FILES = {"tokenization_paired.py"}
 
 
 def model_files() -> set[str]:
@@ -54,7 +56,17 @@ def test_a_checkpoint_ships_exactly_the_model_folder(variant: str, tmp_path: Pat
 
     config = deep_nmt_hf.VARIANTS[variant](vocab_size=VOCAB, max_position_embeddings=64, **TINY_SHAPE)
     AutoModelForSeq2SeqLM.from_config(config).save_pretrained(tmp_path)
-    assert {p.name for p in tmp_path.glob("*.py")} == model_files()
+    assert {p.name for p in tmp_path.glob("*.py")} == model_files() - TOKENIZER_FILES
+
+
+def test_a_two_vocabulary_tokenizer_ships_the_rest_of_the_model_folder(tmp_path: Path) -> None:
+    from deep_nmt_hf.model.tokenization_paired import PairedTokenizerFast
+    from deep_nmt_hf.publish.fairseq_tokenizer import build_tokenizer
+
+    specials = ["<s>", "<pad>", "</s>", "<unk>"]
+    source, target = build_tokenizer(specials + ["a", "b"], None), build_tokenizer(specials + ["c"], None)
+    PairedTokenizerFast.pair(source, target).save_pretrained(tmp_path)
+    assert {p.name for p in tmp_path.glob("*.py")} == TOKENIZER_FILES <= model_files()
 
 
 def test_imports_run_one_way_without_cycles() -> None:

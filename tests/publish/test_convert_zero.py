@@ -118,7 +118,7 @@ def test_in_memory_model_scores_as_zero_and_holds_its_form() -> None:
     assert config.decoder_start_embedding == "zero" and config.layer_norm_eps == 1e-8
     sizes = [len(read_vocab(folder / f"vocab.zero.{side}")) for side in ("src", "tgt")]
     assert (config.vocab_size, config.decoder_vocab_size) == (sizes[0], sizes[1]) != (sizes[0], sizes[0])
-    assert tokenizers["target_tokenizer"].convert_ids_to_tokens(2) == "<eos>"
+    assert tokenizers[""].target_tokenizer.convert_ids_to_tokens(2) == "<eos>"
     assert model.generation_config.length_penalty_form == "gnmt"
     check_against_zero(model, reference("fuse_separate"))
 
@@ -151,13 +151,14 @@ def test_our_beam_search_with_gnmt_penalty_finds_zeros_best(converted: dict[str,
 
 
 def test_tokenizers_reproduce_subword_nmt_and_zeros_vocab(converted: dict[str, Path]) -> None:
-    """One vocabulary: one tokenizer, and pipeline('translation') runs on raw text; two: source_tokenizer/ and
-    target_tokenizer/. Ids are zero's Vocab.to_id of subword-nmt's segmentation (<unk> = 1 for unknown pieces)."""
-    from transformers import AutoTokenizer, pipeline
+    """One vocabulary: one tokenizer, and pipeline('translation') runs on raw text; two: the source's at the top
+    (PairedTokenizerFast) and target_tokenizer/. Ids are zero's Vocab.to_id of subword-nmt's segmentation (<unk> = 1
+    for unknown pieces)."""
+    from transformers import AutoTokenizer, PreTrainedTokenizerFast, pipeline
 
-    for name, folder in (("fuse_shared", ""), ("fuse_separate", "source_tokenizer")):
+    for name in ("fuse_shared", "fuse_separate"):
         ref = reference(name)["tokenizer"]
-        tokenizer = AutoTokenizer.from_pretrained(converted[name] / folder)
+        tokenizer = PreTrainedTokenizerFast.from_pretrained(converted[name])
         config = json.loads((converted[name] / "config.json").read_text())
         for raw, ids in zip(ref["raw"], ref["ids"], strict=True):
             ours = [i if i < config["vocab_size"] else 1 for i in tokenizer(raw).input_ids]
@@ -172,7 +173,7 @@ def test_tokenizers_reproduce_subword_nmt_and_zeros_vocab(converted: dict[str, P
     assert target.decode(greedy, skip_special_tokens=True) == target.decode(
         [t for t in greedy if t > 2], skip_special_tokens=True
     )
-    assert len(target) >= 29 and not (converted["fuse_separate"] / "tokenizer.json").exists()
+    assert len(target) >= 29 and not (converted["fuse_separate"] / "source_tokenizer").exists()
 
 
 @pytest.mark.parametrize("name", ["fuse_shared", "transformer_separate"])
@@ -279,18 +280,18 @@ def test_checkpoint_reader_agrees_with_the_variables_zero_saved() -> None:
 def test_translate_command_encodes_with_the_source_and_decodes_with_the_target_vocabulary(
     converted: dict[str, Path], monkeypatch, capsys
 ) -> None:
-    """Two vocabularies: `deep-nmt translate` reads source_tokenizer/ and target_tokenizer/ (PairedTokenizer)."""
+    """Two vocabularies: `deep-nmt translate` encodes with the source and decodes with target_tokenizer/."""
     import io
     import sys
 
-    from transformers import AutoTokenizer
+    from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
     folder = converted["fuse_separate"]
     raw = reference("fuse_separate")["tokenizer"]["raw"]
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(("\n".join(raw) + "\n").encode())))
     assert main(["translate", str(folder), "--num-beams", "1", "--max-new-tokens", "8"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    source = AutoTokenizer.from_pretrained(folder / "source_tokenizer")
+    source = PreTrainedTokenizerFast.from_pretrained(folder)
     target = AutoTokenizer.from_pretrained(folder / "target_tokenizer")
     model = AutoModelForSeq2SeqLM.from_pretrained(folder).eval()
     expected, wrong = [], []

@@ -1,0 +1,150 @@
+"""Two vocabularies, one tokenizer: `PairedTokenizerFast` encodes with the source vocabulary and decodes with the
+target one, as Marian's and FSMT's tokenizers do for a model whose source and target vocabularies differ
+(`decoder_vocab_size`; zero's WMT14 En-De models collect subword units on each side, dsinit-merged-attention
+sec. 5; fairseq's separate `dict.src.txt` / `dict.tgt.txt`).
+
+A folder holds the source tokenizer at its top (tokenizer.json, tokenizer_config.json) and the target one as a
+complete fast tokenizer in `target_tokenizer/`. The class ships with the checkpoint as remote code:
+`save_pretrained` copies this file beside the tokenizer and names it in tokenizer_config.json's ``auto_map``
+(``AutoTokenizer: [null, "tokenization_paired.PairedTokenizerFast"]``), so that
+``AutoTokenizer.from_pretrained(DIR, trust_remote_code=True)`` and ``pipeline("translation", model=DIR,
+trust_remote_code=True)`` load it where deep_nmt_hf is not installed. The target's two files are vocabulary files
+of the class (`vocab_files_names`, the way Marian names its `target_spm`), so a Hub repository's revision, cache
+and subfolder apply to them as to the source's.
+
+Folders written before this class (`deep-nmt convert zero`: `source_tokenizer/` + `target_tokenizer/`, no tokenizer
+at the top) load with `PairedTokenizerFast.from_pretrained` too.
+
+This module ships with the model code: it imports only transformers and the standard library.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from transformers import PreTrainedTokenizerFast
+
+SOURCE_DIR, TARGET_DIR = "source_tokenizer", "target_tokenizer"
+
+
+class PairedTokenizerFast(PreTrainedTokenizerFast):
+    """Encode with the source vocabulary (this tokenizer's own backend), decode with the target one
+    (`target_tokenizer`); ``text_target=`` encodes with the target."""
+
+    vocab_files_names = {
+        **PreTrainedTokenizerFast.vocab_files_names,
+        "target_tokenizer_file": f"{TARGET_DIR}/tokenizer.json",
+        "target_tokenizer_config_file": f"{TARGET_DIR}/tokenizer_config.json",
+    }
+    _target: PreTrainedTokenizerFast | None = None
+
+    @classmethod
+    def pair(cls, source: PreTrainedTokenizerFast, target: PreTrainedTokenizerFast) -> PairedTokenizerFast:
+        """The paired tokenizer of two fast tokenizers (the source's backend, specials and length limit)."""
+        paired = cls(
+            tokenizer_object=source.backend_tokenizer,
+            model_max_length=source.model_max_length,
+            clean_up_tokenization_spaces=source.clean_up_tokenization_spaces,
+            **{
+                name: str(token)
+                for name, token in source.special_tokens_map.items()
+                if isinstance(token, str)
+            },
+        )
+        paired._target = target
+        return paired
+
+    @classmethod
+    def from_pretrained(
+        cls, pretrained_model_name_or_path: str | os.PathLike, *args: Any, **kwargs: Any
+    ) -> Any:
+        """A folder or Hub repository with the source tokenizer at its top and `target_tokenizer/`; or a local
+        folder of the first layout (`source_tokenizer/` + `target_tokenizer/`, nothing at the top)."""
+        folder = os.fspath(pretrained_model_name_or_path)
+        if (
+            os.path.isdir(os.path.join(folder, SOURCE_DIR))
+            and os.path.isdir(os.path.join(folder, TARGET_DIR))
+            and not os.path.isfile(os.path.join(folder, "tokenizer.json"))
+        ):
+            return cls.pair(
+                PreTrainedTokenizerFast.from_pretrained(os.path.join(folder, SOURCE_DIR)),
+                PreTrainedTokenizerFast.from_pretrained(os.path.join(folder, TARGET_DIR)),
+            )
+        tokenizer = super().from_pretrained(pretrained_model_name_or_path, *args, **kwargs)
+        tokenizer.target_tokenizer  # noqa: B018 (read now: a folder without it fails here, not at decoding)
+        return tokenizer
+
+    @property
+    def target_tokenizer(self) -> PreTrainedTokenizerFast:
+        """The target vocabulary's tokenizer (read from `target_tokenizer/` on first use)."""
+        if self._target is None:
+            path = self.init_kwargs.get("target_tokenizer_file")
+            if not path or not os.path.isfile(path):
+                raise OSError(
+                    f"{self.name_or_path or 'this tokenizer'}: no {TARGET_DIR}/tokenizer.json (the target "
+                    "vocabulary a PairedTokenizerFast decodes with)"
+                )
+            self._target = PreTrainedTokenizerFast.from_pretrained(os.path.dirname(path))
+        return self._target
+
+    def __call__(
+        self,
+        text: Any = None,
+        text_pair: Any = None,
+        text_target: Any = None,
+        text_pair_target: Any = None,
+        **kwargs,
+    ) -> Any:
+        """Source text with the source vocabulary; ``text_target`` with the target one (as ``labels`` when both
+        are given, as `PreTrainedTokenizerBase.__call__` returns them)."""
+        if text_target is None and text_pair_target is None:
+            return super().__call__(text, text_pair, **kwargs)
+        max_target_length = kwargs.pop("max_target_length", None)
+        target_kwargs = dict(kwargs)
+        if max_target_length is not None:
+            target_kwargs["max_length"] = max_target_length
+        target = self.target_tokenizer(text_target, text_pair_target, **target_kwargs)
+        if text is None:
+            return target
+        encoding = super().__call__(text, text_pair, **kwargs)
+        encoding["labels"] = target["input_ids"]
+        return encoding
+
+    def decode(self, token_ids: Any, *args: Any, **kwargs: Any) -> Any:
+        return self.target_tokenizer.decode(token_ids, *args, **kwargs)
+
+    def batch_decode(self, sequences: Any, *args: Any, **kwargs: Any) -> list[str]:
+        return self.target_tokenizer.batch_decode(sequences, *args, **kwargs)
+
+    def convert_ids_to_tokens(self, ids: Any, skip_special_tokens: bool = False) -> Any:
+        return self.target_tokenizer.convert_ids_to_tokens(ids, skip_special_tokens=skip_special_tokens)
+
+    def save_pretrained(
+        self, save_directory: str | os.PathLike, *args: Any, **kwargs: Any
+    ) -> tuple[str, ...]:
+        """The source tokenizer at the top of `save_directory` (with this file and its ``auto_map``), the target
+        one in `target_tokenizer/`. ``push_to_hub=True`` is refused: save, then upload the folder."""
+        if kwargs.get("push_to_hub"):
+            raise ValueError(
+                "PairedTokenizerFast.save_pretrained(push_to_hub=True): save, then upload the folder"
+            )
+        target = self.target_tokenizer  # before anything is written
+        files = super().save_pretrained(save_directory, *args, **kwargs)
+        return (*files, *target.save_pretrained(os.path.join(save_directory, TARGET_DIR)))
+
+
+PairedTokenizerFast.register_for_auto_class("AutoTokenizer")
+
+
+def load_folder_tokenizer(folder: str | os.PathLike, **kwargs: Any) -> Any:
+    """A model folder's tokenizer without remote code: `PairedTokenizerFast` where a local folder holds
+    `target_tokenizer/` (either layout), else `AutoTokenizer`'s (`kwargs` passed on to it)."""
+    if os.path.isdir(os.path.join(os.fspath(folder), TARGET_DIR)):
+        return PairedTokenizerFast.from_pretrained(folder)
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(folder, **kwargs)
+
+
+__all__ = ["SOURCE_DIR", "TARGET_DIR", "PairedTokenizerFast", "load_folder_tokenizer"]
