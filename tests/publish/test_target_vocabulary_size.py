@@ -94,7 +94,7 @@ def test_fairseq_dictionaries_of_different_sizes_convert(tmp_path: Path) -> None
     short, tokenizer, _ = fairseq_model(tmp_path / "model.pt")
     size = len(lines) + 4 - drop
     assert (short.config.vocab_size, short.config.decoder_vocab_size) == (len(lines) + 4, size)
-    assert tokenizer is None  # BPE pieces and no --bpe-codes: no tokenizer (two dictionaries make a paired one)
+    assert tokenizer is None  # BPE pieces, no --bpe-codes: no tokenizer (else a paired one)
     source = torch.tensor([[5, 9, 12, 7, 2]])
     target = torch.tensor([[2, 6, 11, 8, size - 1]])
     with torch.no_grad():
