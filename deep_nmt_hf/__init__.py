@@ -45,6 +45,7 @@ _EXPORTS: dict[str, str] = {
     "export_ctranslate2": ".publish.export",
     "export_model": ".publish.export",
     "convert_fairseq": ".publish.convert_fairseq",
+    "FairseqMosesTokenizer": ".publish.fairseq_moses",
 }
 
 # the top-level modules of before the layout move (issue #51) -> where they are now
@@ -126,11 +127,9 @@ def _register_tokenizer_names() -> None:
     folder still loads with `trust_remote_code=True` (the class ships in it)."""
     from transformers.models.auto import tokenization_auto
 
-    from .publish.fairseq_moses import FairseqMosesTokenizer
-
     names = getattr(tokenization_auto, "REGISTERED_TOKENIZER_CLASSES", None)
     if isinstance(names, dict):
-        names.setdefault(FairseqMosesTokenizer.__name__, FairseqMosesTokenizer)
+        names.setdefault("FairseqMosesTokenizer", __getattr__("FairseqMosesTokenizer"))
 
 
 class _MovedModules:
