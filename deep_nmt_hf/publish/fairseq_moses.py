@@ -53,9 +53,10 @@ class FairseqMosesTokenizer(PreTrainedTokenizerFast):
         """The Moses options this tokenizer was built with (defaults: fairseq's)."""
         return {key: self.init_kwargs.get(key, default) for key, default in MOSES_OPTIONS.items()}
 
-    def _moses_pair(self) -> tuple[Any, Any]:
-        """sacremoses' tokenizer (source language) and detokenizer (target language), made on first use."""
-        if "_moses" not in self.__dict__:
+    def _sacremoses(self, kind: str, lang: str) -> Any:
+        """sacremoses' MosesTokenizer or MosesDetokenizer (`kind`) for `lang`, made on first use."""
+        cache = self.__dict__.setdefault("_moses_cache", {})
+        if (kind, lang) not in cache:
             try:
                 import sacremoses
             except ImportError:
@@ -63,15 +64,31 @@ class FairseqMosesTokenizer(PreTrainedTokenizerFast):
                     "this tokenizer (a fairseq model converted with Moses tokenisation) needs the sacremoses "
                     "package: pip install sacremoses (or deep_nmt_hf[convert])"
                 ) from None
-            options = self.moses_options()
-            self._moses = sacremoses.MosesTokenizer(lang=options["moses_source_lang"])
-            self._unmoses = sacremoses.MosesDetokenizer(lang=options["moses_target_lang"])
-        return self._moses, self._unmoses
+            cache[(kind, lang)] = getattr(sacremoses, kind)(lang=lang)
+        return cache[(kind, lang)]
+
+    def _moses_pair(self) -> tuple[Any, Any]:
+        """fairseq's pair (moses_tokenizer.py:33-34): the source language's tokenizer, the target's detokenizer."""
+        options = self.moses_options()
+        return (
+            self._sacremoses("MosesTokenizer", options["moses_source_lang"]),
+            self._sacremoses("MosesDetokenizer", options["moses_target_lang"]),
+        )
+
+    # `tokenizer(text_target=...)` (labels for fine-tuning) switches to the target side: the target language's rules,
+    # as the training targets were tokenised (fairseq's hub tokenises sources only)
+    def _switch_to_target_mode(self) -> None:
+        self.__dict__["_moses_side"] = "moses_target_lang"
+
+    def _switch_to_input_mode(self) -> None:
+        self.__dict__["_moses_side"] = "moses_source_lang"
 
     def moses_tokenize(self, text: str) -> str:
-        """fairseq's `MosesTokenizer.encode`: the source language's rules, tokens joined by single spaces."""
+        """fairseq's `MosesTokenizer.encode`: the source language's rules (the target's for `text_target`), tokens
+        joined by single spaces."""
         options = self.moses_options()
-        return self._moses_pair()[0].tokenize(
+        lang = options[self.__dict__.get("_moses_side", "moses_source_lang")]
+        return self._sacremoses("MosesTokenizer", lang).tokenize(
             text,
             aggressive_dash_splits=options["moses_dash_splits"],
             return_str=True,

@@ -113,6 +113,23 @@ def test_pipeline_translates_raw_text_as_fairseqs_hub(name: str, converted: dict
     assert got == text["translations"]
 
 
+def test_text_target_is_tokenised_by_the_target_languages_rules(converted: dict[str, Path]) -> None:
+    """Labels for fine-tuning (`text_target`) are Moses-tokenised as the training targets were: by the target
+    language's rules (French: `L' tu`, where the English source side gives `L 'tu`)."""
+    import sacremoses
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(converted["moses_args"])
+    sentences = text_of("moses_args")["sentences"]
+    french = sacremoses.MosesTokenizer(lang="fr")
+    for sentence in sentences:
+        tokens = french.tokenize(sentence, aggressive_dash_splits=True, return_str=True, escape=True).split()
+        labels = tokenizer(text_target=sentence).input_ids
+        assert labels == tokenizer(tokens, is_split_into_words=True).input_ids, sentence
+    both = tokenizer(sentences[1], text_target=sentences[1])  # the source side keeps the source's rules
+    assert both.input_ids == fairseq_ids(converted["moses_args"], sentences[1:2])[0] != both["labels"]
+
+
 def test_folded_moses_model_translates_as_fairseq(converted: dict[str, Path], tmp_path: Path) -> None:
     """`deep-nmt fold` into FSMT keeps the Moses tokenizer (its file and auto_map travel with it)."""
     assert main(["fold", str(converted["moses_args"]), str(tmp_path / "fsmt")]) == 0
