@@ -45,6 +45,8 @@ _EXPORTS: dict[str, str] = {
     "export_ctranslate2": ".publish.export",
     "export_model": ".publish.export",
     "convert_fairseq": ".publish.convert_fairseq",
+    "FairseqMosesTokenizer": ".publish.fairseq_moses",
+    "PairedTokenizerFast": ".model.tokenization_paired",
 }
 
 # the top-level modules of before the layout move (issue #51) -> where they are now
@@ -114,7 +116,22 @@ def register() -> None:
         model_class.register_for_auto_class("AutoModel")
         lm_class.register_for_auto_class("AutoModelForSeq2SeqLM")
     register_translation_pipeline()
+    _register_tokenizer_names()
     _registered = True
+
+
+def _register_tokenizer_names() -> None:
+    """Let AutoTokenizer find the tokenizer classes a converted fairseq Moses folder or a two-vocabulary folder names
+    (`tokenizer_class`), so that it loads without `trust_remote_code`, as our model classes do. Transformers
+    registers a tokenizer name only with `AutoTokenizer.register(config_class, ...)`, which would also make it every
+    DeepNMTConfig's default tokenizer; the name alone goes into the table that `tokenizer_class_from_name` reads
+    first. Where that table is gone, the folder still loads with `trust_remote_code=True` (the class ships in it)."""
+    from transformers.models.auto import tokenization_auto
+
+    names = getattr(tokenization_auto, "REGISTERED_TOKENIZER_CLASSES", None)
+    if isinstance(names, dict):
+        for name in ("FairseqMosesTokenizer", "PairedTokenizerFast"):
+            names.setdefault(name, __getattr__(name))
 
 
 class _MovedModules:

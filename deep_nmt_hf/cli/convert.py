@@ -54,6 +54,13 @@ def add_parsers(commands: Any) -> dict[str, Any]:
         "raw text as fairseq did (required when the checkpoint's options name sentencepiece)",
     )
     fairseq.add_argument(
+        "--moses",
+        action="store_true",
+        help="Moses tokenisation before the BPE and detokenisation after (sacremoses, fairseq's --tokenizer moses "
+        "with its defaults, the checkpoint's languages), for text Moses-tokenised before fairseq-preprocess; "
+        "automatic where the checkpoint's options say tokenizer='moses'",
+    )
+    fairseq.add_argument(
         "--fork",
         choices=("auto", "none", "admin", "deepnorm", "dlcl"),
         default="auto",
@@ -115,6 +122,7 @@ def _cmd_convert(args: argparse.Namespace) -> int:
         fork=args.fork,
         trust_pickle=args.trust_pickle,
         sentencepiece_model=args.sentencepiece_model,
+        moses=args.moses,
     )
     import json
 

@@ -23,6 +23,11 @@ fairseq/, line numbers of that release):
 * the BPE the hub interface applies (hub_utils.py `GeneratorHubInterface.__init__`: `encoders.build_bpe(cfg.bpe)`):
   `args.bpe` / `cfg["bpe"]["_name"]`; for `sentencepiece` (data/encoders/sentencepiece_bpe.py) the
   `--sentencepiece-model` is required here (the tokenizer: fairseq_tokenizer.py, sentencepiece_model.py);
+* the tokenizer it applies first (hub_utils.py:119 `encoders.build_tokenizer(cfg.tokenizer)`): `args.tokenizer` /
+  `cfg["tokenizer"]["_name"]`; `moses` (data/encoders/moses_tokenizer.py: `source_lang` / `target_lang`, in
+  fairseq ≤ 0.9's args `moses_source_lang` / `moses_target_lang` defaulting to the task's languages,
+  `moses_no_dash_splits`, `moses_no_escape`) is reproduced by fairseq_moses.py, `space` (space_tokenizer.py: runs
+  of whitespace to one space) by the tokenizer's whitespace split; others (`nltk`, a --user-dir one) are refused;
 * generation (sequence_generator.py): `<pad>` never chosen (line 377), no `</s>` before `min_len` = 1 (line 395),
   the decoder starts from `</s>`: `fairseq_generation_config`.
 
@@ -120,6 +125,7 @@ class Checkpoint:
     bpe: dict[str, Any] = field(
         default_factory=dict
     )  # the BPE its options name: {"name", "sentencepiece_model"}
+    tokenizer: dict[str, Any] = field(default_factory=dict)  # its --tokenizer: {"name", Moses's options}
 
 
 # ------------------------------------------------------------------------------------------------ reading
@@ -149,6 +155,7 @@ def load_checkpoint(path: str | Path, trust_pickle: bool = False) -> Checkpoint:
         source_lang=task.get("source_lang"),
         target_lang=task.get("target_lang"),
         bpe=_bpe_options(raw),
+        tokenizer=_tokenizer_options(raw, task),
     )
 
 
@@ -165,6 +172,30 @@ def _bpe_options(raw: Mapping) -> dict[str, Any]:
     if not isinstance(name, str) or not name:
         return {}
     return {"name": name, "sentencepiece_model": options.get("sentencepiece_model")}
+
+
+def _tokenizer_options(raw: Mapping, task: Mapping[str, Any]) -> dict[str, Any]:
+    """The tokenizer fairseq's hub interface would apply before the BPE (`--tokenizer`; `cfg["tokenizer"]`) and
+    Moses's options (fairseq/data/encoders/moses_tokenizer.py): the languages (fairseq ≤ 0.9: `moses_source_lang`,
+    else the task's; 0.10+: the tokenizer section's), `moses_no_dash_splits`, `moses_no_escape`."""
+    args = raw.get("args")
+    if args is not None:
+        options = _as_dict(args)
+        name = options.get("tokenizer")
+        source = options.get("moses_source_lang") or options.get("source_lang")
+        target = options.get("moses_target_lang") or options.get("target_lang")
+    else:
+        options = _as_dict(_as_dict(raw.get("cfg")).get("tokenizer"))
+        name = options.get("_name")
+        source = options.get("source_lang") or task.get("source_lang")
+        target = options.get("target_lang") or task.get("target_lang")
+    return {
+        "name": name if isinstance(name, str) and name else None,
+        "moses_source_lang": str(source or "en"),  # moses_tokenizer.py's default
+        "moses_target_lang": str(target or "en"),
+        "moses_dash_splits": not options.get("moses_no_dash_splits", False),
+        "moses_escape": not options.get("moses_no_escape", False),
+    }
 
 
 def _as_dict(value: Any) -> dict[str, Any]:
@@ -603,8 +634,10 @@ def fairseq_model(
     fork: str = "auto",
     trust_pickle: bool = False,
     sentencepiece_model: str | Path | None = None,
+    moses: bool = False,
 ) -> tuple[Any, Any, dict[str, Any]]:
-    """(our model in eval mode, its tokenizer or None, what was converted) from a fairseq checkpoint."""
+    """(our model in eval mode, its tokenizer or None, what was converted) from a fairseq checkpoint; `moses`
+    adds Moses tokenisation where the checkpoint's options do not name it (text tokenised before preprocessing)."""
     from ..model.modeling_deep_nmt import DeepNMTForConditionalGeneration
     from ..model.tokenization_paired import PairedTokenizerFast
     from .fairseq_tokenizer import build_tokenizer
@@ -612,6 +645,7 @@ def fairseq_model(
     checkpoint = load_checkpoint(checkpoint_path, trust_pickle=trust_pickle)
     detect_layout(checkpoint, fork)
     _check_tokenizer_files(checkpoint, bpe_codes, sentencepiece_model)
+    moses_options = _moses_options(checkpoint, moses)
     source_path, target_path = find_dictionaries(
         checkpoint, Path(source_dict) if source_dict else None, Path(target_dict) if target_dict else None
     )
@@ -631,11 +665,15 @@ def fairseq_model(
     spm = Path(sentencepiece_model) if sentencepiece_model else None
     if source == target:  # one dictionary for both sides: one tokenizer
         try:
-            tokenizer = build_tokenizer(source, Path(bpe_codes) if bpe_codes else None, spm)
+            tokenizer = build_tokenizer(source, Path(bpe_codes) if bpe_codes else None, spm, moses_options)
+        except ImportError as err:  # sacremoses
+            raise ConversionError(str(err)) from None
         except ValueError as err:
             if bpe_codes or spm:  # the files given do not make a tokenizer
                 raise ConversionError(str(err)) from None
             why_none = str(err)  # BPE pieces but no codes: the model converts, without a tokenizer
+    elif moses_options is not None:  # FairseqMosesTokenizer holds one vocabulary
+        why_none = "Moses tokenisation with separate source and target dictionaries is not reproduced yet"
     else:  # two dictionaries: the source's tokenizer encodes, the target's decodes (model/tokenization_paired.py)
         codes = Path(bpe_codes) if bpe_codes else None
         try:
@@ -647,6 +685,11 @@ def fairseq_model(
                 raise ConversionError(str(err)) from None
             why_none = str(err)
     splitting = " + subword-nmt BPE" if bpe_codes else " + sentencepiece" if spm else ""
+    if moses_options is not None:
+        splitting = (
+            f" + Moses ({moses_options['moses_source_lang']} → {moses_options['moses_target_lang']})"
+            + splitting
+        )
     provenance = {
         "converted_from": checkpoint.path.name,
         "layout": checkpoint.layout,
@@ -655,7 +698,8 @@ def fairseq_model(
         "bpe_codes": Path(bpe_codes).name if bpe_codes else None,
         "sentencepiece_model": spm.name if spm else None,
         "tokenizer": f"none: {why_none}" if tokenizer is None else "fairseq dictionary ids" + splitting,
-        "not_reproduced": "Moses tokenisation / detokenisation, truecasing (give tokenised text)",
+        "moses": moses_options,
+        "not_reproduced": "truecasing" if moses_options else _NOT_REPRODUCED,
     }
     return model, tokenizer, provenance
 
@@ -669,6 +713,7 @@ def convert_fairseq(
     fork: str = "auto",
     trust_pickle: bool = False,
     sentencepiece_model: str | Path | None = None,
+    moses: bool = False,
 ) -> Path:
     """Convert into `output_dir`, which appears complete or not at all."""
     from ..data.atomic import atomic_directory
@@ -677,7 +722,7 @@ def convert_fairseq(
     if output_dir.exists():
         raise ConversionError(f"{output_dir} exists already; choose a new output directory")
     model, tokenizer, provenance = fairseq_model(
-        checkpoint_path, source_dict, target_dict, bpe_codes, fork, trust_pickle, sentencepiece_model
+        checkpoint_path, source_dict, target_dict, bpe_codes, fork, trust_pickle, sentencepiece_model, moses
     )
     with atomic_directory(output_dir) as work:
         model.save_pretrained(work)
@@ -719,6 +764,26 @@ def _check_tokenizer_files(
             f"{checkpoint.path.name} was preprocessed with subword-nmt (bpe='subword_nmt'), not sentencepiece: "
             "give --bpe-codes CODES instead of --sentencepiece-model"
         )
+
+
+# fairseq's --tokenizer choices the converted tokenizer reproduces: Moses (fairseq_moses.py), and `space`
+# (space_tokenizer.py: runs of whitespace to one space, decoding unchanged), which the whitespace split already does
+REPRODUCED_TOKENIZERS = ("moses", "space")
+_NOT_REPRODUCED = "Moses tokenisation / detokenisation (unless the options name it or --moses), truecasing"
+
+
+def _moses_options(checkpoint: Checkpoint, force: bool) -> dict[str, Any] | None:
+    """FairseqMosesTokenizer's options where the checkpoint's options name `tokenizer='moses'` (or `force`), None
+    where they name none (or `space`); ConversionError for a tokenizer that cannot be reproduced (`nltk`, ...)."""
+    named = checkpoint.tokenizer.get("name")
+    if named is not None and named not in REPRODUCED_TOKENIZERS:
+        raise ConversionError(
+            f"{checkpoint.path.name} was preprocessed with fairseq's {named!r} tokenizer (tokenizer={named!r}), "
+            f"which the converted tokenizer cannot reproduce (it reproduces: {', '.join(REPRODUCED_TOKENIZERS)})"
+        )
+    if named != "moses" and not force:
+        return None
+    return {key: value for key, value in checkpoint.tokenizer.items() if key.startswith("moses_")}
 
 
 def _tied_or_derived(config: Any) -> set[str]:

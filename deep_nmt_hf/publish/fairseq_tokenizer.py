@@ -17,8 +17,10 @@ recipe used it), apply BPE, look the pieces up in the dictionary (`<unk>` = 3 fo
 
 Pieces the segmentation makes but the dictionary lacks get ids past the model's vocabulary (`unknown_to_unk`).
 
-What differs from fairseq: no Moses tokenisation / detokenisation (give tokenised text, or add sacremoses
-yourself), no truecasing; subword-nmt's `--glossaries` and vocabulary filter (`apply_bpe.py --vocabulary`) are not
+Moses tokenisation (fairseq's `--tokenizer moses`), when asked for: the same tokenizer as `FairseqMosesTokenizer`
+(publish/fairseq_moses.py), which runs sacremoses before it and after decoding.
+
+What differs from fairseq: no truecasing; subword-nmt's `--glossaries` and vocabulary filter (`apply_bpe.py --vocabulary`) are not
 reproduced; sentencepiece's sampling (`--sentencepiece-enable-sampling`, training only) is not either.
 """
 
@@ -57,15 +59,20 @@ def _merges(codes: Path) -> list[tuple[str, str]]:
 
 
 def build_tokenizer(
-    symbols: list[str], codes: Path | None, sentencepiece_model: Path | None = None
+    symbols: list[str],
+    codes: Path | None,
+    sentencepiece_model: Path | None = None,
+    moses: dict[str, Any] | None = None,
 ) -> PreTrainedTokenizerFast:
     """A fast tokenizer with fairseq's ids (`symbols` in dictionary order, the four specials first), splitting
-    raw text by subword-nmt `codes` or a `sentencepiece_model` (at most one of them)."""
+    raw text by subword-nmt `codes` or a `sentencepiece_model` (at most one of them); with `moses` (the
+    `FairseqMosesTokenizer` options: `moses_source_lang`, `moses_target_lang`, `moses_dash_splits`,
+    `moses_escape`) Moses tokenisation before and detokenisation after, as fairseq's `--tokenizer moses`."""
     specials = symbols[:4]  # <s>, <pad>, </s>, <unk>
     word_join = None  # without BPE: tokens joined by spaces
     if sentencepiece_model is not None:
         tokenizer = _sentencepiece_tokenizer(symbols, sentencepiece_model)
-        return _wrap(tokenizer, specials)
+        return _wrap(tokenizer, specials, moses)
     if codes is None:
         pieces = [s for s in symbols[4:] if s.endswith(CONTINUATION)]
         if pieces:
@@ -106,16 +113,25 @@ def build_tokenizer(
     tokenizer.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
     if word_join is not None:
         tokenizer.decoder = word_join
-    return _wrap(tokenizer, specials)
+    return _wrap(tokenizer, specials, moses)
 
 
-def _wrap(tokenizer: Tokenizer, specials: list[str]) -> PreTrainedTokenizerFast:
-    """`</s>` appended after each sequence, as fairseq's `encode_line` does; the specials named."""
+def _wrap(
+    tokenizer: Tokenizer, specials: list[str], moses: dict[str, Any] | None = None
+) -> PreTrainedTokenizerFast:
+    """`</s>` appended after each sequence, as fairseq's `encode_line` does; the specials named; Moses around it
+    when `moses` gives its options."""
     eos = specials[2]
     tokenizer.post_processor = processors.TemplateProcessing(
         single=f"$A {eos}", pair=f"$A {eos} $B {eos}", special_tokens=[(eos, 2)]
     )
-    return PreTrainedTokenizerFast(
+    wrapper: type[PreTrainedTokenizerFast] = PreTrainedTokenizerFast
+    if moses is not None:
+        from .fairseq_moses import FairseqMosesTokenizer
+
+        wrapper = FairseqMosesTokenizer
+    wrapped = wrapper(
+        **(moses or {}),
         tokenizer_object=tokenizer,
         bos_token=specials[0],
         pad_token=specials[1],
@@ -124,6 +140,9 @@ def _wrap(tokenizer: Tokenizer, specials: list[str]) -> PreTrainedTokenizerFast:
         model_max_length=1024,
         clean_up_tokenization_spaces=False,
     )
+    if moses is not None:
+        wrapped._moses_pair()  # sacremoses: an ImportError naming it now, not at the first sentence
+    return wrapped
 
 
 def _sentencepiece_tokenizer(symbols: list[str], path: Path) -> Tokenizer:

@@ -135,6 +135,19 @@ def test_removed_tasks_and_the_pipeline_registry() -> None:
     assert "translation" in PIPELINE_REGISTRY.supported_tasks
 
 
+def test_registered_tokenizer_classes_finds_the_moses_tokenizer_by_name() -> None:
+    """transformers.models.auto.tokenization_auto.REGISTERED_TOKENIZER_CLASSES (a dict read first by
+    `tokenizer_class_from_name`): `import deep_nmt_hf` puts FairseqMosesTokenizer's name there, so that a converted
+    fairseq Moses folder's tokenizer loads without trust_remote_code (deep_nmt_hf/__init__.py)."""
+    from transformers.models.auto import tokenization_auto
+
+    import deep_nmt_hf
+
+    assert isinstance(tokenization_auto.REGISTERED_TOKENIZER_CLASSES, dict)
+    found = tokenization_auto.tokenizer_class_from_name("FairseqMosesTokenizer")
+    assert found is deep_nmt_hf.FairseqMosesTokenizer
+
+
 def test_pipeline_registration_record_and_relative_imports() -> None:
     """Pipeline._registered_impl (the registration pipeline_shipping writes into config.json's custom_pipelines)
     and dynamic_module_utils.get_relative_import_files (the sibling modules shipped with it)."""

@@ -341,6 +341,7 @@ def test_unreadable_checkpoint_is_refused(tmp_path: Path, capsys) -> None:
     assert_refused(code, err, out, "model-100.index is not a TensorFlow V2 checkpoint index")
 
 
+@pytest.mark.slow
 def test_converted_model_loads_as_remote_code_without_the_package(
     converted: dict[str, Path], tmp_path: Path
 ) -> None:

@@ -18,6 +18,7 @@ import torch
 from fresh_process import run_without_package
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, PreTrainedTokenizerFast, pipeline
 
+from deep_nmt_hf import PairedTokenizerFast
 from deep_nmt_hf.cli import main
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"
@@ -104,6 +105,8 @@ def test_encodes_with_the_source_and_decodes_with_the_target(name: str, converte
     tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=True)
     source, target = sides(folder)
     assert type(tokenizer).__name__ == "PairedTokenizerFast" and len(tokenizer) == len(source)
+    # with the package imported its own class loads, no remote code needed (deep_nmt_hf/__init__.py)
+    assert type(AutoTokenizer.from_pretrained(folder)) is PairedTokenizerFast
     for sentence in raw_text(name, folder):
         assert tokenizer(sentence).input_ids == source(sentence).input_ids
     if name == "zero":  # zero's own ids of subword-nmt's segmentation (<unk> = 1 past the model's vocabulary)
