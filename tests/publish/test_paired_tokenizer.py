@@ -166,3 +166,20 @@ def test_a_fresh_process_without_the_package_translates_the_same(
         assert fresh[name]["class"] == "PairedTokenizerFast"
         assert fresh[name]["ids"] == source(raw[name]).input_ids
         assert fresh[name]["texts"] == expected_translations(folder, raw[name])
+
+
+def test_a_fold_keeps_the_paired_tokenizer(converted: dict[str, Path], tmp_path: Path) -> None:
+    """`deep-nmt fold` of the two-dictionary fairseq model (into FSMT) carries both vocabularies: the stock model
+    translates raw text through the pipeline as the converted one does."""
+    from deep_nmt_hf.publish.folding import fold_directory
+
+    folder = converted["fairseq"]
+    fold_directory(folder, tmp_path / "folded")
+    assert (tmp_path / "folded" / "target_tokenizer").is_dir()
+    raw = raw_text("fairseq", folder)
+    texts = {}
+    for name, where in (("converted", folder), ("folded", tmp_path / "folded")):
+        translate = pipeline("translation", model=str(where), trust_remote_code=True)
+        texts[name] = [translate(s, num_beams=1, max_new_tokens=MAX_NEW)[0]["translation_text"] for s in raw]
+    assert type(translate.model).__name__ == "FSMTForConditionalGeneration"
+    assert texts["folded"] == texts["converted"] == expected_translations(folder, raw)
