@@ -265,6 +265,19 @@ def _ffn(out: dict, ours: str, weights: dict, prefix: str, used: set[str]) -> No
     _layer_norm(out, f"{ours}.ffn", weights, f"{prefix}/feed_forward", used)
 
 
+def _self_attention(out: dict, ours: str, weights: dict, prefix: str, used: set[str], d_model: int) -> None:
+    """A layer's self-attention: zero's one fused (d, 3d) `qkv_map` split in thirds (func.py:196-197), `o_map`, and
+    the sublayer's LayerNorm."""
+    weight, qkv_bias = _linear(weights, f"{prefix}/self_attention/dot_attention/qkv_map", used)
+    for i, name in enumerate(("q", "k", "v")):
+        rows = slice(i * d_model, (i + 1) * d_model)
+        out[f"{ours}.self_attn.fn.{name}_proj.weight"] = weight[rows].clone()
+        out[f"{ours}.self_attn.fn.{name}_proj.bias"] = qkv_bias[rows].clone()
+    attention = f"{prefix}/self_attention/dot_attention/o_map"
+    _projection(out, f"{ours}.self_attn.fn.out_proj", weights, attention, used)
+    _layer_norm(out, f"{ours}.self_attn", weights, f"{prefix}/self_attention", used)
+
+
 def _attention(out: dict, ours: str, weights: dict, prefix: str, used: set[str]) -> None:
     for name in ("q", "k", "v"):
         _projection(out, f"{ours}.{name}_proj", weights, f"{prefix}/dot_attention/{name}_map", used)
@@ -299,19 +312,7 @@ def convert_weights(
     out["model.decoder.embed_bias.bias"] = bias.clone()
     for layer in range(config.encoder_layers):
         prefix, ours = f"encoder/layer_{layer}", f"model.encoder.layers.{layer}"
-        weight, qkv_bias = _linear(weights, f"{prefix}/self_attention/dot_attention/qkv_map", used)
-        for i, name in enumerate(("q", "k", "v")):  # func.py:196-197: one (d, 3d) map split in thirds
-            rows = slice(i * config.d_model, (i + 1) * config.d_model)
-            out[f"{ours}.self_attn.fn.{name}_proj.weight"] = weight[rows].clone()
-            out[f"{ours}.self_attn.fn.{name}_proj.bias"] = qkv_bias[rows].clone()
-        _projection(
-            out,
-            f"{ours}.self_attn.fn.out_proj",
-            weights,
-            f"{prefix}/self_attention/dot_attention/o_map",
-            used,
-        )
-        _layer_norm(out, f"{ours}.self_attn", weights, f"{prefix}/self_attention", used)
+        _self_attention(out, ours, weights, prefix, used, config.d_model)
         _ffn(out, ours, weights, prefix, used)
     for layer in range(config.decoder_layers):
         prefix, ours = f"decoder/layer_{layer}", f"model.decoder.layers.{layer}"
@@ -321,19 +322,7 @@ def convert_weights(
             )
             _layer_norm(out, f"{ours}.merged_attn", weights, f"{prefix}/fuse_attention", used)
         else:  # models/transformer.py: causal self-attention (fused qkv_map), then cross-attention
-            weight, qkv_bias = _linear(weights, f"{prefix}/self_attention/dot_attention/qkv_map", used)
-            for i, name in enumerate(("q", "k", "v")):
-                rows = slice(i * config.d_model, (i + 1) * config.d_model)
-                out[f"{ours}.self_attn.fn.{name}_proj.weight"] = weight[rows].clone()
-                out[f"{ours}.self_attn.fn.{name}_proj.bias"] = qkv_bias[rows].clone()
-            _projection(
-                out,
-                f"{ours}.self_attn.fn.out_proj",
-                weights,
-                f"{prefix}/self_attention/dot_attention/o_map",
-                used,
-            )
-            _layer_norm(out, f"{ours}.self_attn", weights, f"{prefix}/self_attention", used)
+            _self_attention(out, ours, weights, prefix, used, config.d_model)
             _attention(out, f"{ours}.encoder_attn.fn", weights, f"{prefix}/cross_attention", used)
             _layer_norm(out, f"{ours}.encoder_attn", weights, f"{prefix}/cross_attention", used)
         _ffn(out, ours, weights, prefix, used)

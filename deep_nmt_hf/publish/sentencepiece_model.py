@@ -28,6 +28,8 @@ import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .protobuf_wire import read_fields
+
 NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE = 1, 2, 3, 4, 5, 6
 MODEL_TYPES = {1: "unigram", 2: "bpe", 3: "word", 4: "char"}
 SPACE = "\u2581"  # ▁, sentencepiece's escaped whitespace
@@ -54,41 +56,9 @@ class SentencePieceModel:
         return {p: s for p, s, t in self.pieces if t in (NORMAL, USER_DEFINED, BYTE)}
 
 
-def _varint(data: bytes, pos: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        if pos >= len(data):
-            raise ValueError("truncated varint")
-        byte = data[pos]
-        pos += 1
-        value |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return value, pos
-        shift += 7
-
-
 def _fields(data: bytes) -> list[tuple[int, int | bytes]]:
-    """(field number, value) of one protobuf message: varints as int, 32-bit values as their 4 bytes,
-    length-delimited values as bytes."""
-    out, pos = [], 0
-    while pos < len(data):
-        key, pos = _varint(data, pos)
-        number, wire = key >> 3, key & 7
-        if wire == 0:
-            value, pos = _varint(data, pos)
-        elif wire == 1:
-            value, pos = data[pos : pos + 8], pos + 8
-        elif wire == 2:
-            length, pos = _varint(data, pos)
-            value, pos = data[pos : pos + length], pos + length
-        elif wire == 5:
-            value, pos = data[pos : pos + 4], pos + 4
-        else:
-            raise ValueError(f"unknown protobuf wire type {wire}")
-        if pos > len(data):
-            raise ValueError("truncated message")
-        out.append((number, value))
-    return out
+    """(field number, value) of one protobuf message (protobuf_wire.read_fields without the wire type)."""
+    return [(number, value) for number, _, value in read_fields(data)]
 
 
 def read_sentencepiece_model(path: str | Path) -> SentencePieceModel:

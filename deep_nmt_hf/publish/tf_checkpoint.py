@@ -23,6 +23,8 @@ from pathlib import Path
 
 import numpy as np
 
+from .protobuf_wire import read_fields, read_varint
+
 MAGIC = 0xDB4775248B80FB57
 FOOTER_LENGTH = 48
 # tensorflow/core/framework/types.proto: DataType -> numpy dtype (little-endian)
@@ -48,37 +50,20 @@ class UnsupportedCheckpoint(ValueError):
 
 
 def _varint(data: bytes, pos: int) -> tuple[int, int]:
-    result = shift = 0
-    while True:
-        if pos >= len(data):
-            raise UnsupportedCheckpoint("truncated varint in the checkpoint index")
-        byte = data[pos]
-        pos += 1
-        result |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return result, pos
-        shift += 7
+    try:
+        return read_varint(data, pos)
+    except ValueError:
+        raise UnsupportedCheckpoint("truncated varint in the checkpoint index") from None
 
 
 def _fields(message: bytes) -> list[tuple[int, int, int | bytes]]:
-    """(field number, wire type, value) of a protobuf message: varints, fixed32/64, length-delimited."""
-    out, pos = [], 0
-    while pos < len(message):
-        key, pos = _varint(message, pos)
-        number, wire = key >> 3, key & 7
-        if wire == 0:
-            value, pos = _varint(message, pos)
-        elif wire == 1:
-            value, pos = struct.unpack_from("<Q", message, pos)[0], pos + 8
-        elif wire == 2:
-            length, pos = _varint(message, pos)
-            value, pos = message[pos : pos + length], pos + length
-        elif wire == 5:
-            value, pos = struct.unpack_from("<I", message, pos)[0], pos + 4
-        else:
-            raise UnsupportedCheckpoint(f"protobuf wire type {wire} in the checkpoint index")
-        out.append((number, wire, value))
-    return out
+    """(field number, wire type, value) of a protobuf message: varints, fixed32/64 as ints, length-delimited."""
+    try:
+        fields = read_fields(message)
+    except ValueError as error:
+        raise UnsupportedCheckpoint(f"{error} in the checkpoint index") from None
+    fixed = {1: "<Q", 5: "<I"}
+    return [(n, w, struct.unpack(fixed[w], v)[0] if w in fixed else v) for n, w, v in fields]
 
 
 def _block(data: bytes, offset: int, size: int) -> list[tuple[bytes, bytes]]:
