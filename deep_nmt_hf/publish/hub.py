@@ -46,6 +46,7 @@ __all__ = [
     "check_repo_id",
     "prepare_upload",
     "push",
+    "released_card_of",
     "render_model_card",
     "upload",
 ]
@@ -575,6 +576,17 @@ def _has_tokenizer(model_dir: Path) -> bool:
     return (model_dir / "tokenizer.json").is_file() or (model_dir / "tokenizer_config.json").is_file()
 
 
+def released_card_of(model_dir: str | Path) -> Path | None:
+    """The README.md a converter wrote for a released model (`deep-nmt convert zero --released NAME`: its
+    conversion.json names the card), which `push` uploads instead of a card rendered from training records the
+    conversion does not have; None for every other folder."""
+    folder = Path(model_dir)
+    conversion = folder / "conversion.json"
+    if not conversion.is_file() or not (folder / "README.md").is_file():
+        return None
+    return folder / "README.md" if _read_json(conversion).get("model_card") else None
+
+
 def prepare_upload(
     model_dir: str | os.PathLike[str],
     out_dir: str | os.PathLike[str] | None = None,
@@ -646,17 +658,23 @@ def prepare_upload(
         code_files = sorted(p.name for p in build.glob("*.py"))
         if fold and (code_files or "auto_map" in _read_json(build / "config.json")):
             raise RuntimeError(f"the folded model still carries custom code: {code_files}")
-        card = render_model_card(
-            model_dir,
-            repo_id=repo_id,
-            license=license,
-            dataset=dataset,
-            folded=folded,
-            code_files=code_files,
-            plots=[name for name in (OMEGA_PLOT, DLCL_PLOT) if (build / name).is_file()],
-            trained_omegas=trained,
-        )
-        card.save(build / "README.md")
+        released = None if fold else released_card_of(model_dir)
+        if (
+            released is not None
+        ):  # a converted release: its own card (the paper's numbers, how it was checked)
+            shutil.copy2(released, build / "README.md")
+        else:
+            card = render_model_card(
+                model_dir,
+                repo_id=repo_id,
+                license=license,
+                dataset=dataset,
+                folded=folded,
+                code_files=code_files,
+                plots=[name for name in (OMEGA_PLOT, DLCL_PLOT) if (build / name).is_file()],
+                trained_omegas=trained,
+            )
+            card.save(build / "README.md")
         apply_umask_modes(build)  # safetensors / mkdtemp modes are 0600 / 0700 whatever the umask
         os.replace(build, out_dir)
     except BaseException:

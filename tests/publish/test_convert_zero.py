@@ -364,3 +364,25 @@ def test_converted_model_loads_as_remote_code_without_the_package(
     ours = torch.tensor(run_without_package(code, tmp_path))
     expected = torch.tensor(reference("fuse_separate")["log_probs"][0])
     torch.testing.assert_close(ours, expected, atol=TOLERANCE, rtol=0)
+
+
+def test_push_uploads_a_released_models_own_card(tmp_path: Path, monkeypatch, capsys) -> None:
+    """A folder converted with `--released NAME` keeps its card on `push`: the upload's README.md is the released
+    model's card (the paper's BLEU, not re-scored), not one rendered from training records the conversion lacks.
+    The fixture is tiny, so the released name is given its shape here."""
+    from deep_nmt_hf.publish import convert_zero
+    from deep_nmt_hf.publish.hub import prepare_upload
+
+    monkeypatch.setitem(convert_zero.RELEASED, "base_fuse_init20", ("transformer_fuse", 16, 2))
+    out = tmp_path / "converted"
+    codes = ["--bpe-codes", str(FIXTURES / "fuse_shared" / "bpe.codes")]
+    argv = ["convert", "zero", str(FIXTURES / "fuse_shared"), str(out), "--released", "base_fuse_init20"]
+    assert main(argv + codes) == 0
+    card = (out / "README.md").read_text(encoding="utf-8")
+    assert "28.67" in card and "Not re-scored here" in card
+    prepared = prepare_upload(out, tmp_path / "upload")
+    assert (prepared.folder / "README.md").read_text(encoding="utf-8") == card
+    plain = tmp_path / "plain"
+    assert main(["convert", "zero", str(FIXTURES / "fuse_shared"), str(plain), *codes]) == 0
+    rendered = prepare_upload(plain, tmp_path / "upload_plain")
+    assert "28.67" not in (rendered.folder / "README.md").read_text(encoding="utf-8")
