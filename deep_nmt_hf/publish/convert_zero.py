@@ -514,8 +514,10 @@ def zero_model(
         if not tokenizers
         else "one for both sides (one vocabulary)"
         if not isinstance(tokenizers[""], PairedTokenizerFast)
-        else "two vocabularies: PairedTokenizerFast encodes with the source (the folder's top) and decodes with "
-        "target_tokenizer/",
+        else (
+            "one vocabulary, as PairedTokenizerFast for Moses: " if source == target else "two vocabularies: "
+        )
+        + "PairedTokenizerFast encodes with the source (the folder's top) and decodes with target_tokenizer/",
         "moses": moses_options,
         "model_card": f"model_cards/zero/{released}.md (the released {released})" if card else None,
         "not_reproduced": (
