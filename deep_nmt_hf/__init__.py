@@ -45,7 +45,7 @@ _EXPORTS: dict[str, str] = {
     "export_ctranslate2": ".publish.export",
     "export_model": ".publish.export",
     "convert_fairseq": ".publish.convert_fairseq",
-    "FairseqMosesTokenizer": ".publish.fairseq_moses",
+    "FairseqMosesTokenizer": ".model.tokenization_moses",
     "PairedTokenizerFast": ".model.tokenization_paired",
 }
 

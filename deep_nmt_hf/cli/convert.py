@@ -105,6 +105,18 @@ def add_parsers(commands: Any) -> dict[str, Any]:
         choices=("base", "big", "base_fuse_init20", "base_fuse_init30", "big_fuse_init20"),
         help="the authors' released model this is (its shape is checked): writes its model card as README.md",
     )
+    zero.add_argument(
+        "--moses",
+        nargs=2,
+        metavar=("SRC_LANG", "TGT_LANG"),
+        help="Moses tokenisation (sacremoses, aggressive dash splits) of the source before the BPE and Moses "
+        "detokenisation of the target after, for models trained on Moses-tokenised text (the WMT14 ones)",
+    )
+    zero.add_argument(
+        "--moses-no-escape",
+        action="store_true",
+        help="with --moses: no HTML escaping of & < > ' \" [ ] | (tokenizer.perl -no-escape)",
+    )
     return {"convert": _cmd_convert}
 
 
@@ -144,6 +156,8 @@ def _cmd_convert_zero(args: argparse.Namespace) -> int:
         target_vocab=args.target_vocab,
         bpe_codes=args.bpe_codes,
         released=args.released,
+        moses=tuple(args.moses) if args.moses else None,
+        moses_escape=not args.moses_no_escape,
     )
     provenance = json.loads((out / "conversion.json").read_text(encoding="utf-8"))
     print(f"converted {provenance['converted_from']} into {out}")

@@ -15,7 +15,13 @@ and subfolder apply to them as to the source's.
 Folders written before this class (`deep-nmt convert zero`: `source_tokenizer/` + `target_tokenizer/`, no tokenizer
 at the top) load with `PairedTokenizerFast.from_pretrained` too.
 
-This module ships with the model code: it imports only transformers and the standard library.
+With Moses options (`moses_source_lang`, ... as `FairseqMosesTokenizer`'s, model/tokenization_moses.py's
+`MosesMixin`) it Moses-tokenises source text with the source language before encoding, target text
+(``text_target``) with the target language, and Moses-detokenises with the target language after decoding, as
+fairseq's `--tokenizer moses` and zero's Moses-tokenised WMT14 data (dsinit-merged-attention sec. 5) have it.
+
+This module ships with the model code: it imports only transformers, the standard library and
+tokenization_moses.py (sacremoses inside its methods, where Moses options are given).
 """
 
 from __future__ import annotations
@@ -25,12 +31,15 @@ from typing import Any
 
 from transformers import PreTrainedTokenizerFast
 
+from .tokenization_moses import MosesMixin
+
 SOURCE_DIR, TARGET_DIR = "source_tokenizer", "target_tokenizer"
 
 
-class PairedTokenizerFast(PreTrainedTokenizerFast):
+class PairedTokenizerFast(MosesMixin, PreTrainedTokenizerFast):
     """Encode with the source vocabulary (this tokenizer's own backend), decode with the target one
-    (`target_tokenizer`); ``text_target=`` encodes with the target."""
+    (`target_tokenizer`); ``text_target=`` encodes with the target. Moses around it where its options name a
+    source language (`moses_enabled`)."""
 
     vocab_files_names = {
         **PreTrainedTokenizerFast.vocab_files_names,
@@ -40,9 +49,16 @@ class PairedTokenizerFast(PreTrainedTokenizerFast):
     _target: PreTrainedTokenizerFast | None = None
 
     @classmethod
-    def pair(cls, source: PreTrainedTokenizerFast, target: PreTrainedTokenizerFast) -> PairedTokenizerFast:
-        """The paired tokenizer of two fast tokenizers (the source's backend, specials and length limit)."""
+    def pair(
+        cls,
+        source: PreTrainedTokenizerFast,
+        target: PreTrainedTokenizerFast,
+        moses: dict[str, Any] | None = None,
+    ) -> PairedTokenizerFast:
+        """The paired tokenizer of two fast tokenizers (the source's backend, specials and length limit); `moses`:
+        the Moses options (`MOSES_OPTIONS`' keys) to tokenise before and detokenise after."""
         paired = cls(
+            **(moses or {}),
             tokenizer_object=source.backend_tokenizer,
             model_max_length=source.model_max_length,
             clean_up_tokenization_spaces=source.clean_up_tokenization_spaces,
@@ -53,7 +69,13 @@ class PairedTokenizerFast(PreTrainedTokenizerFast):
             },
         )
         paired._target = target
+        if moses is not None:
+            paired._moses_pair()  # sacremoses: an ImportError naming it now, not at the first sentence
         return paired
+
+    def moses_enabled(self) -> bool:
+        """Whether Moses runs around the vocabularies: where the options name a source language."""
+        return "moses_source_lang" in self.init_kwargs
 
     @classmethod
     def from_pretrained(
@@ -73,6 +95,8 @@ class PairedTokenizerFast(PreTrainedTokenizerFast):
             )
         tokenizer = super().from_pretrained(pretrained_model_name_or_path, *args, **kwargs)
         tokenizer.target_tokenizer  # noqa: B018 (read now: a folder without it fails here, not at decoding)
+        if tokenizer.moses_enabled():
+            tokenizer._moses_pair()  # sacremoses is needed at load, as for FairseqMosesTokenizer
         return tokenizer
 
     @property
@@ -100,6 +124,15 @@ class PairedTokenizerFast(PreTrainedTokenizerFast):
         are given, as `PreTrainedTokenizerBase.__call__` returns them)."""
         if text_target is None and text_pair_target is None:
             return super().__call__(text, text_pair, **kwargs)
+        if self.moses_enabled() and not kwargs.get("is_split_into_words", False):
+            self._switch_to_target_mode()  # the target language's Moses rules for target text
+            try:
+                text_target, text_pair_target = (
+                    self._tokenized(text_target),
+                    self._tokenized(text_pair_target),
+                )
+            finally:
+                self._switch_to_input_mode()
         max_target_length = kwargs.pop("max_target_length", None)
         target_kwargs = dict(kwargs)
         if max_target_length is not None:
@@ -112,10 +145,18 @@ class PairedTokenizerFast(PreTrainedTokenizerFast):
         return encoding
 
     def decode(self, token_ids: Any, *args: Any, **kwargs: Any) -> Any:
-        return self.target_tokenizer.decode(token_ids, *args, **kwargs)
+        text = self.target_tokenizer.decode(token_ids, *args, **kwargs)
+        if not self.moses_enabled():
+            return text
+        return (
+            [self.moses_detokenize(t) for t in text]
+            if isinstance(text, list)
+            else self.moses_detokenize(text)
+        )
 
     def batch_decode(self, sequences: Any, *args: Any, **kwargs: Any) -> list[str]:
-        return self.target_tokenizer.batch_decode(sequences, *args, **kwargs)
+        texts = self.target_tokenizer.batch_decode(sequences, *args, **kwargs)
+        return [self.moses_detokenize(t) for t in texts] if self.moses_enabled() else texts
 
     def convert_ids_to_tokens(self, ids: Any, skip_special_tokens: bool = False) -> Any:
         return self.target_tokenizer.convert_ids_to_tokens(ids, skip_special_tokens=skip_special_tokens)

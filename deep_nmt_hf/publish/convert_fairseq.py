@@ -26,7 +26,7 @@ fairseq/, line numbers of that release):
 * the tokenizer it applies first (hub_utils.py:119 `encoders.build_tokenizer(cfg.tokenizer)`): `args.tokenizer` /
   `cfg["tokenizer"]["_name"]`; `moses` (data/encoders/moses_tokenizer.py: `source_lang` / `target_lang`, in
   fairseq ≤ 0.9's args `moses_source_lang` / `moses_target_lang` defaulting to the task's languages,
-  `moses_no_dash_splits`, `moses_no_escape`) is reproduced by fairseq_moses.py, `space` (space_tokenizer.py: runs
+  `moses_no_dash_splits`, `moses_no_escape`) is reproduced by model/tokenization_moses.py, `space` (space_tokenizer.py: runs
   of whitespace to one space) by the tokenizer's whitespace split; others (`nltk`, a --user-dir one) are refused;
 * generation (sequence_generator.py): `<pad>` never chosen (line 377), no `</s>` before `min_len` = 1 (line 395),
   the decoder starts from `</s>`: `fairseq_generation_config`.
@@ -672,14 +672,15 @@ def fairseq_model(
             if bpe_codes or spm:  # the files given do not make a tokenizer
                 raise ConversionError(str(err)) from None
             why_none = str(err)  # BPE pieces but no codes: the model converts, without a tokenizer
-    elif moses_options is not None:  # FairseqMosesTokenizer holds one vocabulary
-        why_none = "Moses tokenisation with separate source and target dictionaries is not reproduced yet"
-    else:  # two dictionaries: the source's tokenizer encodes, the target's decodes (model/tokenization_paired.py)
+    else:  # two dictionaries: the source's tokenizer encodes, the target's decodes (model/tokenization_paired.py),
+        # Moses around them where asked (the source language before, the target's detokeniser after)
         codes = Path(bpe_codes) if bpe_codes else None
         try:
             tokenizer = PairedTokenizerFast.pair(
-                *(build_tokenizer(side, codes, spm) for side in (source, target))
+                *(build_tokenizer(side, codes, spm) for side in (source, target)), moses=moses_options
             )
+        except ImportError as err:  # sacremoses
+            raise ConversionError(str(err)) from None
         except ValueError as err:
             if bpe_codes or spm:
                 raise ConversionError(str(err)) from None
@@ -766,7 +767,7 @@ def _check_tokenizer_files(
         )
 
 
-# fairseq's --tokenizer choices the converted tokenizer reproduces: Moses (fairseq_moses.py), and `space`
+# fairseq's --tokenizer choices the converted tokenizer reproduces: Moses (model/tokenization_moses.py), and `space`
 # (space_tokenizer.py: runs of whitespace to one space, decoding unchanged), which the whitespace split already does
 REPRODUCED_TOKENIZERS = ("moses", "space")
 _NOT_REPRODUCED = "Moses tokenisation / detokenisation (unless the options name it or --moses), truecasing"

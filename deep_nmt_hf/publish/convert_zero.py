@@ -435,9 +435,13 @@ def zero_model(
     target_vocab: str | Path | None = None,
     bpe_codes: str | Path | None = None,
     released: str | None = None,
+    moses: tuple[str, str] | None = None,
+    moses_escape: bool = True,
 ) -> tuple[Any, dict[str, Any], dict[str, Any]]:
     """(our model in eval mode, tokenizers {"": the tokenizer} (a `PairedTokenizerFast` for two vocabularies) or
-    {} (none), what was converted) from a zero checkpoint directory."""
+    {} (none), what was converted) from a zero checkpoint directory. `moses` (source, target language): Moses
+    tokenisation before and detokenisation after (the WMT14 data was Moses-tokenised, dsinit-merged-attention
+    sec. 5; sacremoses with aggressive dash splits, HTML escaping unless `moses_escape` is False)."""
     from ..model.modeling_deep_nmt import VARIANT_MODELS
     from .tf_checkpoint import UnsupportedCheckpoint, checkpoint_prefix, read_checkpoint
 
@@ -482,15 +486,20 @@ def zero_model(
     model.generation_config = zero_generation_config(config, params)
     codes = Path(bpe_codes) if bpe_codes else None
     tokenizers, why_none = {}, ""
+    moses_options = _moses_options(moses, moses_escape)
     try:
-        if source == target:
+        if source == target and moses_options is None:
             tokenizers = {"": build_zero_tokenizer(source, codes)}
-        else:
+        else:  # one vocabulary with Moses: paired with itself (PairedTokenizerFast holds the Moses steps)
             tokenizers = {
                 "": PairedTokenizerFast.pair(
-                    build_zero_tokenizer(source, codes), build_zero_tokenizer(target, codes)
+                    build_zero_tokenizer(source, codes),
+                    build_zero_tokenizer(target, codes),
+                    moses=moses_options,
                 )
             }
+    except ImportError as err:  # sacremoses
+        raise ConversionError(str(err)) from None
     except ConversionError as err:  # BPE pieces but no codes: the model converts, without a tokenizer
         if codes is not None:
             raise
@@ -505,10 +514,16 @@ def zero_model(
         if not tokenizers
         else "one for both sides (one vocabulary)"
         if not isinstance(tokenizers[""], PairedTokenizerFast)
-        else "two vocabularies: PairedTokenizerFast encodes with the source (the folder's top) and decodes with "
-        "target_tokenizer/",
+        else (
+            "one vocabulary, as PairedTokenizerFast for Moses: " if source == target else "two vocabularies: "
+        )
+        + "PairedTokenizerFast encodes with the source (the folder's top) and decodes with target_tokenizer/",
+        "moses": moses_options,
         "model_card": f"model_cards/zero/{released}.md (the released {released})" if card else None,
-        "not_reproduced": "Moses tokenisation / detokenisation, truecasing, subword-nmt's vocabulary filter; "
+        "not_reproduced": (
+            "truecasing" if moses_options else "Moses tokenisation / detokenisation, truecasing"
+        )
+        + ", subword-nmt's vocabulary filter; "
         f"zero's length limit (source length + {params['decode_length']}: max_length={MAX_LENGTH} here)",
     }
     if card:
@@ -523,16 +538,18 @@ def convert_zero(
     target_vocab: str | Path | None = None,
     bpe_codes: str | Path | None = None,
     released: str | None = None,
+    moses: tuple[str, str] | None = None,
+    moses_escape: bool = True,
 ) -> Path:
     """Convert into `output_dir`, which appears complete or not at all; `released` (one of RELEASED) writes that
-    model's card as README.md."""
+    model's card as README.md; `moses`, `moses_escape` as `zero_model`'s."""
     from ..data.atomic import atomic_directory
 
     output_dir = Path(output_dir)
     if output_dir.exists():
         raise ConversionError(f"{output_dir} exists already; choose a new output directory")
     model, tokenizers, provenance = zero_model(
-        checkpoint_dir, source_vocab, target_vocab, bpe_codes, released
+        checkpoint_dir, source_vocab, target_vocab, bpe_codes, released, moses, moses_escape
     )
     card = provenance.pop("card_text", None)
     with atomic_directory(output_dir) as work:
@@ -543,6 +560,24 @@ def convert_zero(
             tokenizer.save_pretrained(work / folder if folder else work)
         (work / "conversion.json").write_text(json.dumps(provenance, indent=2) + "\n", encoding="utf-8")
     return output_dir
+
+
+def _moses_options(moses: tuple[str, str] | None, escape: bool) -> dict[str, Any] | None:
+    """`PairedTokenizerFast`'s Moses options for (source, target) languages; None without them."""
+    if moses is None:
+        return None
+    for lang in moses:
+        if not (lang.isascii() and lang.isalpha() and 2 <= len(lang) <= 3):
+            raise ConversionError(
+                f"--moses {lang!r}: give two language codes, the source's and the target's (e.g. --moses en de)"
+            )
+    source, target = moses
+    return {
+        "moses_source_lang": source,
+        "moses_target_lang": target,
+        "moses_dash_splits": True,  # tokenizer.perl -a, as the WMT14 En-De preparations (and fairseq's default)
+        "moses_escape": escape,
+    }
 
 
 def _tied(config: Any) -> set[str]:

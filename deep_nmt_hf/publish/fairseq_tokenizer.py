@@ -18,7 +18,7 @@ recipe used it), apply BPE, look the pieces up in the dictionary (`<unk>` = 3 fo
 Pieces the segmentation makes but the dictionary lacks get ids past the model's vocabulary (`unknown_to_unk`).
 
 Moses tokenisation (fairseq's `--tokenizer moses`), when asked for: the same tokenizer as `FairseqMosesTokenizer`
-(publish/fairseq_moses.py), which runs sacremoses before it and after decoding.
+(model/tokenization_moses.py), which runs sacremoses before it and after decoding.
 
 What differs from fairseq: no truecasing; subword-nmt's `--glossaries` and vocabulary filter (`apply_bpe.py --vocabulary`) are not
 reproduced; sentencepiece's sampling (`--sentencepiece-enable-sampling`, training only) is not either.
@@ -127,7 +127,7 @@ def _wrap(
     )
     wrapper: type[PreTrainedTokenizerFast] = PreTrainedTokenizerFast
     if moses is not None:
-        from .fairseq_moses import FairseqMosesTokenizer
+        from ..model.tokenization_moses import FairseqMosesTokenizer
 
         wrapper = FairseqMosesTokenizer
     wrapped = wrapper(

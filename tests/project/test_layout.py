@@ -26,7 +26,7 @@ import layout_metrics  # noqa: E402
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "pre_layout_checkpoints.zip"
 # shipped by a two-vocabulary tokenizer's own save_pretrained (PairedTokenizerFast), not by the model's
-TOKENIZER_FILES = {"tokenization_paired.py"}
+TOKENIZER_FILES = {"tokenization_paired.py", "tokenization_moses.py"}
 
 
 def model_files() -> set[str]:

@@ -133,7 +133,7 @@ def test_text_target_is_tokenised_by_the_target_languages_rules(converted: dict[
 def test_folded_moses_model_translates_as_fairseq(converted: dict[str, Path], tmp_path: Path) -> None:
     """`deep-nmt fold` into FSMT keeps the Moses tokenizer (its file and auto_map travel with it)."""
     assert main(["fold", str(converted["moses_args"]), str(tmp_path / "fsmt")]) == 0
-    assert (tmp_path / "fsmt" / "fairseq_moses.py").is_file()
+    assert (tmp_path / "fsmt" / "tokenization_moses.py").is_file()
     text = text_of("moses_args")
     assert translations(tmp_path / "fsmt", text["sentences"]) == text["translations"]
 
