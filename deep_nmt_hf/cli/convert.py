@@ -4,6 +4,7 @@ model of the DS-Init authors' TensorFlow toolkit (bzhangGo/zero), in as one of o
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -136,17 +137,23 @@ def _cmd_convert(args: argparse.Namespace) -> int:
         sentencepiece_model=args.sentencepiece_model,
         moses=args.moses,
     )
+    return _report(
+        out, lambda record: f"converted {args.checkpoint} ({record['layout']['fork']} layout) into {out}"
+    )
+
+
+def _report(out: Path, first_line: Callable[[dict], str]) -> int:
+    """Print what a conversion wrote (its conversion.json): the first line, then the tokenizer and what is not
+    reproduced."""
     import json
 
-    provenance = json.loads((out / "conversion.json").read_text(encoding="utf-8"))
-    print(f"converted {args.checkpoint} ({provenance['layout']['fork']} layout) into {out}")
-    print(f"tokenizer: {provenance['tokenizer']}; not reproduced: {provenance['not_reproduced']}")
+    record = json.loads((out / "conversion.json").read_text(encoding="utf-8"))
+    print(first_line(record))
+    print(f"tokenizer: {record['tokenizer']}; not reproduced: {record['not_reproduced']}")
     return 0
 
 
 def _cmd_convert_zero(args: argparse.Namespace) -> int:
-    import json
-
     from ..publish.convert_zero import convert_zero
 
     out = convert_zero(
@@ -159,7 +166,4 @@ def _cmd_convert_zero(args: argparse.Namespace) -> int:
         moses=tuple(args.moses) if args.moses else None,
         moses_escape=not args.moses_no_escape,
     )
-    provenance = json.loads((out / "conversion.json").read_text(encoding="utf-8"))
-    print(f"converted {provenance['converted_from']} into {out}")
-    print(f"tokenizer: {provenance['tokenizer']}; not reproduced: {provenance['not_reproduced']}")
-    return 0
+    return _report(out, lambda record: f"converted {record['converted_from']} into {out}")

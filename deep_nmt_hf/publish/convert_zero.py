@@ -345,10 +345,10 @@ def _is_slot(name: str, used: set[str]) -> bool:
 def build_zero_tokenizer(symbols: list[str], codes: Path | None) -> Any:
     """A fast tokenizer with zero's ids (`symbols`: `<pad>`, `<unk>`, `<eos>`, then the vocabulary), subword-nmt's
     BPE when `codes` is given (as publish/fairseq_tokenizer.py builds fairseq's), `<eos>` appended (vocab.py:73)."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors
+    from tokenizers import Tokenizer, models, pre_tokenizers, processors
     from transformers import PreTrainedTokenizerFast
 
-    from .fairseq_tokenizer import CONTINUATION, END_OF_WORD, _internal, _merges
+    from .fairseq_tokenizer import CONTINUATION, _internal, bpe_model
 
     pad, unk, eos = SPECIALS
     if codes is None:
@@ -365,14 +365,9 @@ def build_zero_tokenizer(symbols: list[str], codes: Path | None) -> Any:
         for i, symbol in enumerate(symbols):
             vocab.setdefault(symbol if i < 3 else _internal(symbol), i)
         try:
-            merges = _merges(codes)
+            model, join = bpe_model(vocab, codes, unk)
         except ValueError as err:
             raise ConversionError(str(err)) from None
-        for left, right in merges:  # pieces the vocabulary lacks: past the model's vocabulary (read as <unk>)
-            for piece in (left, right, left + right):
-                vocab.setdefault(piece, len(vocab))
-        model = models.BPE(vocab=vocab, merges=merges, unk_token=unk, end_of_word_suffix=END_OF_WORD)
-        join = decoders.BPEDecoder(suffix=END_OF_WORD)
     tokenizer = Tokenizer(model)
     tokenizer.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
     if join is not None:

@@ -100,20 +100,26 @@ def build_tokenizer(
             if key in specials and key in vocab:
                 continue  # the specials keep ids 0-3 (fairseq's unk_index stays 3)
             vocab[key] = i  # listed twice (#fairseq:overwrite): the text maps to the later id, as in fairseq
-        merges = _merges(codes)
-        # tokenizers needs every piece a merge reads or makes in its vocabulary; those the dictionary lacks
-        # (fairseq looks them up as <unk>) get ids past the model's vocabulary, which `pipeline("translation")`
-        # reads as <unk> (model/translation_pipeline.py); `unknown_to_unk` does it for direct calls
-        for left, right in merges:
-            for piece in (left, right, left + right):
-                vocab.setdefault(piece, len(vocab))
-        model = models.BPE(vocab=vocab, merges=merges, unk_token=specials[3], end_of_word_suffix=END_OF_WORD)
-        word_join = decoders.BPEDecoder(suffix=END_OF_WORD)
+        model, word_join = bpe_model(vocab, codes, specials[3])
     tokenizer = Tokenizer(model)
     tokenizer.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
     if word_join is not None:
         tokenizer.decoder = word_join
     return _wrap(tokenizer, specials, moses)
+
+
+def bpe_model(vocab: dict[str, int], codes: Path, unk: str) -> tuple[models.BPE, decoders.BPEDecoder]:
+    """subword-nmt's BPE over `vocab` (pieces in subword-nmt's internal form -> ids) with the merges of `codes`,
+    and its decoder. tokenizers needs every piece a merge reads or makes in its vocabulary; those the vocabulary
+    lacks (fairseq and zero look them up as <unk>) get ids past the model's vocabulary, which
+    `pipeline("translation")` reads as <unk> (model/translation_pipeline.py); `unknown_to_unk` does it for direct
+    calls. ValueError for a codes file that is not subword-nmt's."""
+    merges = _merges(codes)
+    for left, right in merges:
+        for piece in (left, right, left + right):
+            vocab.setdefault(piece, len(vocab))
+    model = models.BPE(vocab=vocab, merges=merges, unk_token=unk, end_of_word_suffix=END_OF_WORD)
+    return model, decoders.BPEDecoder(suffix=END_OF_WORD)
 
 
 def _wrap(

@@ -184,7 +184,9 @@ def stock_config(config) -> MarianConfig | PegasusConfig | FSMTConfig:
         forced_eos_token_id=config.eos_token_id,
         tie_word_embeddings=config.tie_word_embeddings,
     )
-    target_vocab = getattr(config, "decoder_vocab_size", None) or config.vocab_size
+    from ..model.modeling_deep_nmt import target_vocab_size
+
+    target_vocab = target_vocab_size(config)
     shared = getattr(config, "share_encoder_decoder_embeddings", True)
     if _fsmt_positions(config):  # FSMT: two vocabularies (langs only named)
         vocab = common.pop("vocab_size")
