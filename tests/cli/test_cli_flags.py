@@ -12,13 +12,11 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from fresh_process import run_with_package
 
 from deep_nmt_hf import training
 from deep_nmt_hf.cli import build_parser
@@ -272,15 +270,7 @@ def test_train_help_reads_the_options_without_torch_and_registers_after() -> Non
     """The launcher builds `train`'s parser from `training/options.py` with the package's lazy names (PEP 562:
     no torch, no stand-in package, no module dropped or re-run); registration, held while it parses, runs once
     asked and the same modules serve the rest of the process."""
-    result = subprocess.run(
-        [sys.executable, "-c", LIGHT_PARSE],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )
-    assert result.returncode == 0, result.stderr
-    probe = json.loads(result.stdout.strip().splitlines()[-1])
+    probe = run_with_package(LIGHT_PARSE)
     assert probe == {
         "heavy": [],
         "training_modules": [

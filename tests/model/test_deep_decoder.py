@@ -293,6 +293,7 @@ def test_bad_deep_decoder_fields_are_rejected() -> None:
         DeepDecoderConfig(ald_temperature=0)
 
 
+@pytest.mark.slow
 def test_trust_remote_code_load(tmp_path) -> None:
     config = DeepDecoderConfig.from_preset("tiny", vocab_size=VOCAB, max_position_embeddings=64)
     model = DeepDecoderForConditionalGeneration(config).eval()

@@ -138,6 +138,7 @@ def test_combines_with_admin_and_does_not_fold() -> None:
         fold_to_stock(model)
 
 
+@pytest.mark.slow
 def test_trust_remote_code_load_of_a_matt_model(tmp_path) -> None:
     model = DSInitMAttForConditionalGeneration(
         DSInitMAttConfig.from_preset("tiny", vocab_size=VOCAB, max_position_embeddings=64)

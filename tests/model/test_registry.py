@@ -5,8 +5,6 @@ from __future__ import annotations
 import ast
 import io
 import json
-import os
-import subprocess
 import sys
 import zipfile
 from pathlib import Path
@@ -14,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 from factories import PAD, VOCAB, padded_batch, tiny_config
-from fresh_process import run_without_package
+from fresh_process import run_with_package, run_without_package
 
 import deep_nmt_hf
 from deep_nmt_hf.cli import common, names
@@ -24,19 +22,6 @@ from deep_nmt_hf.science import paper_presets, preset_names, recipes
 ROOT = Path(__file__).resolve().parents[2]
 REGISTRY = ROOT / "deep_nmt_hf" / "model" / "registry.py"
 HEAVY = ("torch", "transformers", "datasets")
-
-
-def _run(code: str) -> dict:
-    """Run `code` in a fresh interpreter with the checkout on the path; the JSON object it prints last."""
-    result = subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )
-    assert result.returncode == 0, result.stderr
-    return json.loads(result.stdout.strip().splitlines()[-1])
 
 
 # ------------------------------------------------------------------------------------------------- torch-free
@@ -66,7 +51,7 @@ spec.loader.exec_module(module)
 loaded = sorted(name for name in sys.modules if name.split(".")[0] in {HEAVY!r} + ("deep_nmt_hf",))
 print(json.dumps({{"loaded": loaded, "variants": list(module.VARIANT_SPECS)}}))
 """
-    probe = _run(probe)
+    probe = run_with_package(probe)
     assert probe["loaded"] == []
     assert probe["variants"] == list(registry.VARIANT_SPECS)
 
@@ -93,7 +78,7 @@ print(json.dumps({
     "help": out.getvalue(),
 }))
 """
-    probe = _run(probe)
+    probe = run_with_package(probe)
     assert probe["heavy"] == [] and probe["deferred"] and not probe["config_module"]
     assert Path(probe["registry_file"]) == REGISTRY and probe["same_choices"]
     help_text = "".join(probe["help"].split())  # argparse wraps lines, also at the names' hyphens

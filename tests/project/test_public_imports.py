@@ -6,13 +6,10 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from fresh_process import run_with_package
 
 import deep_nmt_hf
 
@@ -91,15 +88,7 @@ def test_a_plain_import_registers_and_loads_no_more_than_the_model() -> None:
     """`import deep_nmt_hf` registers the model types and the pipeline, as before, and imports the model only (and
     the tokenizer classes of converted folders, in model/, which AutoTokenizer must find by name):
     folding (and the rest) loads when its name is first read."""
-    result = subprocess.run(
-        [sys.executable, "-c", PLAIN_IMPORT],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )
-    assert result.returncode == 0, result.stderr
-    probe = json.loads(result.stdout.strip().splitlines()[-1])
+    probe = run_with_package(PLAIN_IMPORT)
     assert probe == {
         "model": "AdminForConditionalGeneration",
         "pipeline": True,
@@ -127,15 +116,7 @@ print(json.dumps({"before": loaded_before, "run": run.__name__, "train": run.tra
 def test_a_module_of_training_reads_as_an_attribute_in_a_fresh_process() -> None:
     """`deep_nmt_hf.training.run` (the module) is there on first read, not only after something else imported it
     (before: AttributeError in a process that had not imported `training.run` yet); an unknown name still raises."""
-    result = subprocess.run(
-        [sys.executable, "-c", SUBMODULE_ACCESS],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )
-    assert result.returncode == 0, result.stderr
-    probe = json.loads(result.stdout.strip().splitlines()[-1])
+    probe = run_with_package(SUBMODULE_ACCESS)
     assert probe == {
         "before": False,
         "run": "deep_nmt_hf.training.run",

@@ -20,6 +20,9 @@ STARTERS = {
     "subprocess.check_call",
     "subprocess.check_output",
     "run_without_package",
+    "run_with_package",
+    "translate_folders_without_package",
+    "generate_with_remote_code",
     "multiprocessing.spawn",
     "torch.multiprocessing.spawn",
 }

@@ -8,12 +8,11 @@ tests/fixtures/zero/fuse_separate (written by zero)."""
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
 import torch
-from fresh_process import run_without_package
+from fresh_process import translate_folders_without_package
 from sacremoses import MosesDetokenizer, MosesTokenizer
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, PreTrainedTokenizerFast, pipeline
 
@@ -114,26 +113,11 @@ def test_moses_no_escape(tmp_path: Path) -> None:
     assert not (tmp_path / "other").exists()
 
 
-FRESH = """
-import json
-from transformers import AutoTokenizer, pipeline
-out = {}
-for name in ("zero", "fairseq"):
-    tokenizer = AutoTokenizer.from_pretrained(name, trust_remote_code=True)
-    translate = pipeline("translation", model=name, trust_remote_code=True)
-    texts = [translate(s, num_beams=1, max_new_tokens=MAX_NEW)[0]["translation_text"] for s in RAW]
-    out[name] = {"class": type(tokenizer).__name__, "ids": tokenizer(RAW).input_ids, "texts": texts}
-print(json.dumps(out))
-""".replace("MAX_NEW", str(MAX_NEW)).replace("RAW", json.dumps(RAW))
-
-
 @pytest.mark.slow
 def test_a_fresh_process_without_the_package_translates_the_same(
     converted: dict[str, Path], tmp_path: Path
 ) -> None:
-    for name, folder in converted.items():
-        shutil.copytree(folder, tmp_path / name)
-    fresh = run_without_package(FRESH, tmp_path)
+    fresh = translate_folders_without_package(converted, dict.fromkeys(converted, RAW), MAX_NEW, tmp_path)
     for name, folder in converted.items():
         wanted = [expected(folder, s) for s in RAW]
         assert fresh[name]["class"] == "PairedTokenizerFast"

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from fresh_process import run_without_package
+from fresh_process import translate_folders_without_package
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, PreTrainedTokenizerFast, pipeline
 
 from deep_nmt_hf import PairedTokenizerFast
@@ -138,29 +138,12 @@ def test_save_and_load_round_trip(converted: dict[str, Path], tmp_path: Path) ->
     assert again.decode(ids) == tokenizer.decode(ids) and len(again.target_tokenizer) != len(again)
 
 
-FRESH = """
-import json
-from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, pipeline
-out = {}
-for name, raw in json.load(open("raw.json")).items():
-    tokenizer = AutoTokenizer.from_pretrained(name, trust_remote_code=True)
-    AutoModelForSeq2SeqLM.from_pretrained(name, trust_remote_code=True)
-    translate = pipeline("translation", model=name, trust_remote_code=True)
-    texts = [translate(s, num_beams=1, max_new_tokens=MAX_NEW)[0]["translation_text"] for s in raw]
-    out[name] = {"class": type(tokenizer).__name__, "ids": tokenizer(raw).input_ids, "texts": texts}
-print(json.dumps(out))
-""".replace("MAX_NEW", str(MAX_NEW))
-
-
 @pytest.mark.slow
 def test_a_fresh_process_without_the_package_translates_the_same(
     converted: dict[str, Path], tmp_path: Path
 ) -> None:
     raw = {name: raw_text(name, folder) for name, folder in converted.items()}
-    for name, folder in converted.items():
-        shutil.copytree(folder, tmp_path / name)
-    (tmp_path / "raw.json").write_text(json.dumps(raw))
-    fresh = run_without_package(FRESH, tmp_path)
+    fresh = translate_folders_without_package(converted, raw, MAX_NEW, tmp_path)
     for name, folder in converted.items():
         source, _ = sides(folder)
         assert fresh[name]["class"] == "PairedTokenizerFast"
