@@ -77,7 +77,8 @@ def codes_format(codes: Path) -> str:
         return FASTBPE
     raise ValueError(
         f"{codes} has no '#version: 0.2' header: subword-nmt 0.1 codes, whose end-of-word rule ('</w>' a symbol of "
-        "its own) the fast tokenizer cannot reproduce; only 0.2 codes (subword-nmt >= 0.2) and fastBPE codes are read"
+        "its own) the fast tokenizer cannot reproduce; only 0.2 codes (subword-nmt >= 0.2) and fastBPE codes are read "
+        "(without --bpe-codes the model converts alone, with no tokenizer)"
     )
 
 

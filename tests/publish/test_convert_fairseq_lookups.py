@@ -15,7 +15,7 @@ import shutil
 from pathlib import Path
 
 import torch
-from fairseq_reference import FIXTURES, assert_refused, check_against_fairseq, reference
+from fairseq_reference import FIXTURES, MAX_LEN_B, assert_refused, check_against_fairseq, reference
 
 from deep_nmt_hf.cli import main
 from deep_nmt_hf.model.modeling_deep_nmt import DeepNMTForConditionalGeneration
@@ -161,3 +161,38 @@ def test_learned_positions_keep_each_sides_limit(tmp_path: Path) -> None:
     )  # 41 tokens: past the decoder's 20, within the encoder's
     with torch.no_grad():
         model.generate(long_source, num_beams=1, max_new_tokens=4)
+
+
+def test_merged_embeddings_as_fairseq_wrote_them(tmp_path: Path) -> None:
+    """A `--merge-src-tgt-embed` checkpoint fairseq wrote (tests/fixtures/fairseq/tokenizers/merged/: the target's
+    pieces mostly missing from the source's dictionary): fairseq's scores, its hub `encode` ids, and its greedy
+    translations, which print target-only pieces through the merged dictionary."""
+    from transformers import AutoTokenizer
+
+    from deep_nmt_hf.publish.fairseq_tokenizer import unknown_to_unk
+
+    folder = FIXTURES / "tokenizers" / "merged"
+    refs = json.loads((folder / "merged_args.json").read_text())
+    out = tmp_path / "out"
+    argv = [
+        "convert",
+        "fairseq",
+        str(folder / "merged_args.pt"),
+        str(out),
+        "--bpe-codes",
+        str(FIXTURES / "bpecodes"),
+    ]
+    assert main(argv) == 0
+    model = DeepNMTForConditionalGeneration.from_pretrained(out)
+    check_against_fairseq(model, refs)
+    tokenizer = AutoTokenizer.from_pretrained(out)
+    text = refs["text"]
+    assert any(t != t.lower() for t in text["translations"])  # target-only pieces printed
+    for sentence, ids, expected in zip(text["sentences"], text["encoded"], text["translations"], strict=True):
+        ours = unknown_to_unk(tokenizer(sentence, return_tensors="pt").input_ids[0], model.config.vocab_size)
+        assert ours.tolist() == ids, sentence
+        with torch.no_grad():
+            greedy = model.generate(
+                torch.tensor([ids]), num_beams=1, do_sample=False, max_new_tokens=MAX_LEN_B
+            )
+        assert tokenizer.decode(greedy[0], skip_special_tokens=True) == expected, sentence
