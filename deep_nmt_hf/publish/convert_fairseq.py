@@ -22,7 +22,13 @@ fairseq/, line numbers of that release):
   `dict.LANG.txt` (`symbol count [#fairseq:overwrite]`), in file order;
 * the BPE the hub interface applies (hub_utils.py `GeneratorHubInterface.__init__`: `encoders.build_bpe(cfg.bpe)`):
   `args.bpe` / `cfg["bpe"]["_name"]`; for `sentencepiece` (data/encoders/sentencepiece_bpe.py) the
-  `--sentencepiece-model` is required here (the tokenizer: fairseq_tokenizer.py, sentencepiece_model.py);
+  `--sentencepiece-model` is required here, for `gpt2` (gpt2_bpe.py) its encoder.json / vocab.bpe, `subword_nmt`
+  and `fastbpe` take their codes; any other (`hf_byte_bpe`, `bytes`, `byte_bpe`, `bert`, `characters`, a
+  --user-dir one) is refused (the tokenizer: fairseq_tokenizer.py, sentencepiece_model.py);
+* `merge_src_tgt_embed` (models/transformer/transformer_base.py `build_model`: the source dictionary extended by
+  the target's other symbols, data/dictionary.py `update`, is both sides' dictionary and the embedding's rows);
+* learned positions: each side's table as saved (max_source_positions / max_target_positions + padding_idx + 1
+  rows each);
 * the tokenizer it applies first (hub_utils.py:119 `encoders.build_tokenizer(cfg.tokenizer)`): `args.tokenizer` /
   `cfg["tokenizer"]["_name"]`; `moses` (data/encoders/moses_tokenizer.py: `source_lang` / `target_lang`, in
   fairseq ≤ 0.9's args `moses_source_lang` / `moses_target_lang` defaulting to the task's languages,
@@ -506,8 +512,8 @@ def build_config(checkpoint: Checkpoint, source: list[str], target: list[str]) -
         decoder_layers=layout["decoder_layers"],
         encoder_attention_heads=heads_e,
         decoder_attention_heads=heads_d,
-        encoder_ffn_dim=state["encoder.layers.0.fc1.weight"].shape[0],
-        decoder_ffn_dim=state["decoder.layers.0.fc1.weight"].shape[0],
+        encoder_ffn_dim=_Reading(state, name)["encoder.layers.0.fc1.weight"].shape[0],
+        decoder_ffn_dim=_Reading(state, name)["decoder.layers.0.fc1.weight"].shape[0],
         max_position_embeddings=encoder_positions,
         decoder_max_position_embeddings=decoder_positions,
         dropout=float(_option(options, "dropout", 0.1)),

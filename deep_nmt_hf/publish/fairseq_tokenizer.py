@@ -155,7 +155,7 @@ def bpe_model(vocab: dict[str, int], codes: Path, unk: str) -> tuple[models.BPE,
     and its decoder. tokenizers needs every piece a merge reads or makes in its vocabulary; those the vocabulary
     lacks (fairseq and zero look them up as <unk>) get ids past the model's vocabulary, which
     `pipeline("translation")` reads as <unk> (model/translation_pipeline.py); `unknown_to_unk` does it for direct
-    calls. ValueError for a codes file that is not subword-nmt's."""
+    calls. ValueError for a codes file that is neither subword-nmt 0.2's nor fastBPE's (`codes_format`)."""
     merges = _merges(codes)
     for left, right in merges:
         for piece in (left, right, left + right):

@@ -14,6 +14,7 @@ import json
 import shutil
 from pathlib import Path
 
+import pytest
 import torch
 from fairseq_reference import FIXTURES, MAX_LEN_B, assert_refused, check_against_fairseq, reference
 
@@ -51,14 +52,17 @@ def test_no_cross_attention_is_refused_in_one_line(tmp_path: Path, capsys) -> No
     assert_refused(code, err, out, "no_cross_attention=True")
 
 
-def test_layout_without_a_needed_weight_is_refused_in_one_line(tmp_path: Path, capsys) -> None:
+@pytest.mark.parametrize(
+    "weight", ["decoder.layers.1.encoder_attn.k_proj.weight", "encoder.layers.0.fc1.weight"]
+)
+def test_layout_without_a_needed_weight_is_refused_in_one_line(tmp_path: Path, capsys, weight: str) -> None:
     raw = load_raw("postln_shared_args")
-    del raw["model"]["decoder.layers.1.encoder_attn.k_proj.weight"]  # options say nothing: the weights tell
+    del raw["model"][weight]  # options say nothing: the weights tell
     out = tmp_path / "out"
     code, err = run_cli(
         ["convert", "fairseq", str(save_beside_dictionaries(raw, tmp_path)), str(out)], capsys
     )
-    assert_refused(code, err, out, "model.pt", "decoder.layers.1.encoder_attn.k_proj.weight")
+    assert_refused(code, err, out, "model.pt", weight)
 
 
 def test_pruned_layers_are_refused(tmp_path: Path, capsys) -> None:
