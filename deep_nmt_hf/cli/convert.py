@@ -45,7 +45,8 @@ def add_parsers(commands: Any) -> dict[str, Any]:
     fairseq.add_argument(
         "--bpe-codes",
         type=Path,
-        help="subword-nmt BPE codes: the tokenizer then splits raw text as fairseq did",
+        help="subword-nmt (0.2, with its '#version: 0.2' header) or fastBPE codes: the tokenizer then splits raw text "
+        "as fairseq did",
     )
     fairseq.add_argument(
         "--sentencepiece-model",
@@ -53,6 +54,14 @@ def add_parsers(commands: Any) -> dict[str, Any]:
         metavar="SPM_MODEL",
         help="the sentencepiece .model fairseq's --bpe sentencepiece used: the tokenizer then normalises and splits "
         "raw text as fairseq did (required when the checkpoint's options name sentencepiece)",
+    )
+    fairseq.add_argument(
+        "--gpt2-bpe",
+        type=Path,
+        nargs=2,
+        metavar=("ENCODER_JSON", "VOCAB_BPE"),
+        help="the encoder.json and vocab.bpe fairseq's --bpe gpt2 used (it downloads them): the tokenizer then splits "
+        "raw text into GPT-2's byte-level pieces, under the dictionary's ids, as fairseq did",
     )
     fairseq.add_argument(
         "--moses",
@@ -136,6 +145,7 @@ def _cmd_convert(args: argparse.Namespace) -> int:
         trust_pickle=args.trust_pickle,
         sentencepiece_model=args.sentencepiece_model,
         moses=args.moses,
+        gpt2_bpe=tuple(args.gpt2_bpe) if args.gpt2_bpe else None,
     )
     return _report(
         out, lambda record: f"converted {args.checkpoint} ({record['layout']['fork']} layout) into {out}"

@@ -123,6 +123,9 @@ class DeepNMTConfig(PretrainedConfig):
         decoder_vocab_size: the target vocabulary's size when it differs from the source's (MarianConfig's name;
             None = `vocab_size`): the decoder's own embedding and the output projection have that many rows;
             needs `share_encoder_decoder_embeddings=False`.
+        decoder_max_position_embeddings: the decoder's number of positions when it differs from the encoder's
+            (fairseq's `max_target_positions` beside `max_source_positions`; None = `max_position_embeddings`): a
+            learned table of that many rows on the decoder side (positions.py `max_positions`).
 
     Special tokens follow the Marian layout (eos 0, unk 1, pad last, the decoder starts from pad), so that
     `pad_token_id` and `decoder_start_token_id` default to `vocab_size - 1`. `bos_token_id` defaults to eos's 0, as
@@ -220,6 +223,7 @@ class DeepNMTConfig(PretrainedConfig):
     embedding_bias: bool = ruled(False, FLAG)
     decoder_start_embedding: str = "token"
     decoder_vocab_size: int | None = None  # None: vocab_size
+    decoder_max_position_embeddings: int | None = None  # None: max_position_embeddings
     # special tokens (the Marian layout) and embeddings
     pad_token_id: int | None = None  # None: vocab_size - 1
     eos_token_id: int | None = 0
@@ -405,6 +409,15 @@ class DeepNMTConfig(PretrainedConfig):
                     f"{name}={value!r} is outside the vocabulary: it must be an integer in "
                     f"[0, {size - 1}] (vocab_size={self.vocab_size}, decoder_vocab_size={self.decoder_vocab_size})"
                 )
+
+    def validate_decoder_positions(self) -> None:
+        """The decoder's own number of positions, where given, is a positive integer."""
+        size = self.decoder_max_position_embeddings
+        if size is not None and (not _integer(size) or size < 1):
+            raise ValueError(
+                f"decoder_max_position_embeddings={size!r} must be a positive integer or None "
+                "(= max_position_embeddings)"
+            )
 
     def validate_target_vocabulary(self) -> None:
         """A target vocabulary of its own size needs the decoder's own embedding (Marian's rule)."""

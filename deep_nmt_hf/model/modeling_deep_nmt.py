@@ -581,7 +581,7 @@ class _Stack(DeepNMTPreTrainedModel):
         self.embed_positions = (
             SinusoidalPositions(config.max_position_embeddings, config.d_model)
             if getattr(config, "position_embedding", "sinusoidal") == "sinusoidal"
-            else OffsetPositions(config)  # fairseq's table or a learned one (positions.py)
+            else OffsetPositions(config, side)  # fairseq's table or a learned one (positions.py)
         )
         # zero's embedding bias and zero-vector decoder start (publish/convert_zero.py)
         self.embed_bias = EmbeddingBias(config.d_model) if getattr(config, "embedding_bias", False) else None

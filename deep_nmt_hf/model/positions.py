@@ -40,15 +40,22 @@ def fairseq_sinusoidal_table(num_rows: int, dim: int) -> torch.Tensor:
     return table
 
 
+def max_positions(config: Any, side: str) -> int:
+    """A stack's number of positions: `max_position_embeddings`, or on the decoder side
+    `decoder_max_position_embeddings` where set (fairseq's `max_source_positions` / `max_target_positions`)."""
+    own = getattr(config, "decoder_max_position_embeddings", None) if side == "decoder" else None
+    return config.max_position_embeddings if own is None else own
+
+
 class OffsetPositions(nn.Module):
     """Rows `offset + position_offset ..` of a table of `max_position_embeddings + position_offset` rows: fairseq's
     sinusoidal table (a non-persistent buffer, rebuilt by `reset`) or a learned one (a parameter)."""
 
-    def __init__(self, config: Any) -> None:
+    def __init__(self, config: Any, side: str = "encoder") -> None:
         super().__init__()
         self.kind = config.position_embedding
         self.first = config.position_offset
-        self.num_positions = config.max_position_embeddings
+        self.num_positions = max_positions(config, side)
         self.dim = config.d_model
         rows = self.num_positions + self.first
         if self.kind == "learned":
@@ -80,4 +87,4 @@ class OffsetPositions(nn.Module):
         return self.weight[start : start + seq_len]
 
 
-__all__ = ["OffsetPositions", "fairseq_sinusoidal_table"]
+__all__ = ["OffsetPositions", "fairseq_sinusoidal_table", "max_positions"]

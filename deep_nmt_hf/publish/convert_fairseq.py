@@ -22,7 +22,13 @@ fairseq/, line numbers of that release):
   `dict.LANG.txt` (`symbol count [#fairseq:overwrite]`), in file order;
 * the BPE the hub interface applies (hub_utils.py `GeneratorHubInterface.__init__`: `encoders.build_bpe(cfg.bpe)`):
   `args.bpe` / `cfg["bpe"]["_name"]`; for `sentencepiece` (data/encoders/sentencepiece_bpe.py) the
-  `--sentencepiece-model` is required here (the tokenizer: fairseq_tokenizer.py, sentencepiece_model.py);
+  `--sentencepiece-model` is required here, for `gpt2` (gpt2_bpe.py) its encoder.json / vocab.bpe, `subword_nmt`
+  and `fastbpe` take their codes; any other (`hf_byte_bpe`, `bytes`, `byte_bpe`, `bert`, `characters`, a
+  --user-dir one) is refused (the tokenizer: fairseq_tokenizer.py, sentencepiece_model.py);
+* `merge_src_tgt_embed` (models/transformer/transformer_base.py `build_model`: the source dictionary extended by
+  the target's other symbols, data/dictionary.py `update`, is both sides' dictionary and the embedding's rows);
+* learned positions: each side's table as saved (max_source_positions / max_target_positions + padding_idx + 1
+  rows each);
 * the tokenizer it applies first (hub_utils.py:119 `encoders.build_tokenizer(cfg.tokenizer)`): `args.tokenizer` /
   `cfg["tokenizer"]["_name"]`; `moses` (data/encoders/moses_tokenizer.py: `source_lang` / `target_lang`, in
   fairseq ≤ 0.9's args `moses_source_lang` / `moses_target_lang` defaulting to the task's languages,
@@ -67,21 +73,28 @@ from typing import Any
 
 import torch
 
+from ..model.positions import max_positions
+
 SPECIALS = ("<s>", "<pad>", "</s>", "<unk>")  # fairseq Dictionary's first four symbols, ids 0..3
 BOS, PAD, EOS, UNK = range(4)
 FORKS = ("auto", "none", "admin", "deepnorm", "dlcl")
 ACTIVATIONS = {"relu": "relu", "gelu": "gelu", "gelu_accurate": "gelu_new", "gelu_fast": "gelu_new"}
 ACTIVATIONS |= {"tanh": "tanh", "linear": "linear"}
-# fairseq options with no counterpart here: (option, the value that keeps the plain Transformer)
+# fairseq options with no counterpart here: (option, the value that keeps the plain Transformer); each is a name in
+# fairseq's own argument parser (tests/fixtures/fairseq/option_names.json, checked by the tests). The *_layers_to_keep
+# ones make fairseq prune layers as it loads the checkpoint (checkpoint_utils.py `prune_state_dict`), so the model
+# fairseq runs is not the saved one.
 UNSUPPORTED_OPTIONS = (
     ("adaptive_softmax_cutoff", None),
     ("cross_self_attention", False),
+    ("no_cross_attention", False),
     ("no_token_positional_embeddings", False),
     ("scale_attn", False),
     ("scale_fc", False),
     ("scale_heads", False),
     ("scale_resids", False),
-    ("encoder_layerdrop_keep", None),
+    ("encoder_layers_to_keep", None),
+    ("decoder_layers_to_keep", None),
 )
 UNSUPPORTED_KEYS = (  # state-dict names of features we cannot express (NormFormer, adaptive softmax, ...)
     ("attn_ln", "NormFormer's attention LayerNorm (--scale-attn)"),
@@ -171,7 +184,11 @@ def _bpe_options(raw: Mapping) -> dict[str, Any]:
         name = options.get("_name")
     if not isinstance(name, str) or not name:
         return {}
-    return {"name": name, "sentencepiece_model": options.get("sentencepiece_model")}
+    return {
+        "name": name,
+        "sentencepiece_model": options.get("sentencepiece_model"),
+        "gpt2_encoder_json": options.get("gpt2_encoder_json"),
+    }
 
 
 def _tokenizer_options(raw: Mapping, task: Mapping[str, Any]) -> dict[str, Any]:
@@ -273,12 +290,18 @@ def read_dictionary(path: Path) -> list[str]:
 def find_dictionaries(
     checkpoint: Checkpoint, source_dict: Path | None, target_dict: Path | None
 ) -> tuple[Path, Path]:
-    """`dict.SRC.txt` and `dict.TGT.txt` beside the checkpoint (or named by flags)."""
+    """`dict.SRC.txt` and `dict.TGT.txt` beside the checkpoint (or named by flags). Without a language pair in the
+    checkpoint (`fairseq-train data-bin` infers it at run time and saves none) the pair is inferred as fairseq's
+    data_utils.py `infer_language_pair` does, from `*.SRC-TGT.*` files beside it, else `src` / `tgt` where
+    dict.src.txt and dict.tgt.txt are there."""
     folder = checkpoint.path.parent
     found = []
+    source_lang, target_lang = checkpoint.source_lang, checkpoint.target_lang
+    if not source_lang and not target_lang:
+        source_lang, target_lang = _infer_language_pair(folder)
     for given, lang, side in (
-        (source_dict, checkpoint.source_lang, "source"),
-        (target_dict, checkpoint.target_lang, "target"),
+        (source_dict, source_lang, "source"),
+        (target_dict, target_lang, "target"),
     ):
         if given is not None:
             found.append(Path(given))
@@ -297,6 +320,39 @@ def find_dictionaries(
                 f"dict.{lang or 'LANG'}.txt from fairseq-preprocess)"
             )
     return found[0], found[1]
+
+
+def _merged_dictionary(checkpoint: Checkpoint, source: list[str], target: list[str]) -> list[str] | None:
+    """With `--merge-src-tgt-embed` (and without --share-all-embeddings) fairseq's model builder
+    (models/transformer/transformer_base.py `build_model`) extends the source dictionary by the target symbols it
+    lacks (data/dictionary.py `update`: in the target's order) and makes that merged dictionary both the task's source
+    and target dictionary: the embedding has its rows, and fairseq decodes target ids with it. The merged symbols,
+    or None without that option."""
+    options = checkpoint.options
+    if not options.get("merge_src_tgt_embed", False) or options.get("share_all_embeddings", False):
+        return None
+    merged = list(source)
+    seen = set(merged)
+    for symbol in target:
+        if symbol not in seen:
+            seen.add(symbol)
+            merged.append(symbol)
+    return merged
+
+
+def _infer_language_pair(folder: Path) -> tuple[str | None, str | None]:
+    """fairseq/data/data_utils.py `infer_language_pair`: the first file named `SPLIT.SRC-TGT.*` gives the pair;
+    else (only the dictionaries copied beside the checkpoint) `src` / `tgt` when both dict.src.txt and dict.tgt.txt
+    are there."""
+    for path in sorted(folder.iterdir()) if folder.is_dir() else []:
+        parts = path.name.split(".")
+        if len(parts) >= 3 and len(parts[1].split("-")) == 2:
+            source, target = parts[1].split("-")
+            if (folder / f"dict.{source}.txt").is_file() and (folder / f"dict.{target}.txt").is_file():
+                return source, target
+    if (folder / "dict.src.txt").is_file() and (folder / "dict.tgt.txt").is_file():
+        return "src", "tgt"
+    return None, None
 
 
 # ------------------------------------------------------------------------------------------------ layout
@@ -435,12 +491,13 @@ def build_config(checkpoint: Checkpoint, source: list[str], target: list[str]) -
         raise ConversionError(f"{name}: encoder_learned_pos=True but no encoder.embed_positions.weight in it")
     max_source = int(_option(options, "max_source_positions", 1024))
     max_target = int(_option(options, "max_target_positions", 1024))
-    max_positions = min(max_source, max_target)
+    encoder_positions, decoder_positions = min(max_source, max_target), None
+    # learned tables: each side its own rows, its own limit (fairseq's max_source_positions / max_target_positions)
     if positions["encoder"] == "learned":
-        rows = min(
-            state["encoder.embed_positions.weight"].shape[0], state["decoder.embed_positions.weight"].shape[0]
+        encoder_positions, decoder_positions = (
+            state[f"{side}.embed_positions.weight"].shape[0] - (PAD + 1) for side in ("encoder", "decoder")
         )
-        max_positions = rows - (PAD + 1)
+        decoder_positions = None if decoder_positions == encoder_positions else decoder_positions
     layer_norm_embedding = "encoder.layernorm_embedding.weight" in state
     if layer_norm_embedding != ("decoder.layernorm_embedding.weight" in state):
         raise ConversionError(f"{name}: layernorm_embedding on one side only; no exact counterpart here")
@@ -455,9 +512,10 @@ def build_config(checkpoint: Checkpoint, source: list[str], target: list[str]) -
         decoder_layers=layout["decoder_layers"],
         encoder_attention_heads=heads_e,
         decoder_attention_heads=heads_d,
-        encoder_ffn_dim=state["encoder.layers.0.fc1.weight"].shape[0],
-        decoder_ffn_dim=state["decoder.layers.0.fc1.weight"].shape[0],
-        max_position_embeddings=max_positions,
+        encoder_ffn_dim=_Reading(state, name)["encoder.layers.0.fc1.weight"].shape[0],
+        decoder_ffn_dim=_Reading(state, name)["decoder.layers.0.fc1.weight"].shape[0],
+        max_position_embeddings=encoder_positions,
+        decoder_max_position_embeddings=decoder_positions,
         dropout=float(_option(options, "dropout", 0.1)),
         attention_dropout=float(_option(options, "attention_dropout", 0.0)),
         activation_dropout=float(
@@ -527,12 +585,18 @@ def _layer_norm(
 class _Reading(dict):
     """The fairseq state dict, remembering which names were read."""
 
-    def __init__(self, state: Mapping[str, torch.Tensor]) -> None:
+    def __init__(self, state: Mapping[str, torch.Tensor], name: str = "the checkpoint") -> None:
         super().__init__(state)
         self.used: set[str] = set()
+        self.name = name
 
     def __getitem__(self, key: str) -> torch.Tensor:
         self.used.add(key)
+        if key not in self:  # a layout without a weight the model needs: one line, not a KeyError traceback
+            raise ConversionError(
+                f"{self.name} lacks {key}, which a fairseq Transformer (or ADMIN, DeepNorm, DLCL) layout holds: "
+                "a layout we do not know"
+            )
         return super().__getitem__(key)
 
     def get(self, key: str, default: Any = None) -> Any:
@@ -544,7 +608,7 @@ class _Reading(dict):
 def convert_state(checkpoint: Checkpoint, config: Any) -> dict[str, torch.Tensor]:
     """Our state dict (DeepNMTForConditionalGeneration names) from the fairseq one; ConversionError naming a
     fairseq weight that nothing read (a layout we do not know)."""
-    state, layout = _Reading(checkpoint.state), checkpoint.layout
+    state, layout = _Reading(checkpoint.state, checkpoint.path.name), checkpoint.layout
     ours: dict[str, torch.Tensor] = {}
 
     def put(prefix: str, tensors: Mapping[str, torch.Tensor]) -> None:
@@ -560,9 +624,8 @@ def convert_state(checkpoint: Checkpoint, config: Any) -> dict[str, torch.Tensor
     for side in ("encoder", "decoder"):
         base = f"model.{side}"
         if config.position_embedding == "learned":
-            ours[f"{base}.embed_positions.weight"] = state[f"{side}.embed_positions.weight"][
-                : config.max_position_embeddings + config.position_offset
-            ]
+            rows = max_positions(config, side) + config.position_offset
+            ours[f"{base}.embed_positions.weight"] = state[f"{side}.embed_positions.weight"][:rows]
         if config.layernorm_embedding:
             put(f"{base}.layernorm_embedding", _layer_norm(state, side, "layernorm_embedding", -1))
         if layout[f"{side}_pre"]:
@@ -635,9 +698,11 @@ def fairseq_model(
     trust_pickle: bool = False,
     sentencepiece_model: str | Path | None = None,
     moses: bool = False,
+    gpt2_bpe: tuple[str | Path, str | Path] | None = None,
 ) -> tuple[Any, Any, dict[str, Any]]:
     """(our model in eval mode, its tokenizer or None, what was converted) from a fairseq checkpoint; `moses`
-    adds Moses tokenisation where the checkpoint's options do not name it (text tokenised before preprocessing)."""
+    adds Moses tokenisation where the checkpoint's options do not name it (text tokenised before preprocessing);
+    `gpt2_bpe` is fairseq's (encoder.json, vocab.bpe) for a `--bpe gpt2` checkpoint."""
     from ..model.modeling_deep_nmt import DeepNMTForConditionalGeneration
     from ..model.tokenization_paired import PairedTokenizerFast
     from .fairseq_tokenizer import build_tokenizer
@@ -645,11 +710,15 @@ def fairseq_model(
     checkpoint = load_checkpoint(checkpoint_path, trust_pickle=trust_pickle)
     detect_layout(checkpoint, fork)
     _check_tokenizer_files(checkpoint, bpe_codes, sentencepiece_model)
+    gpt2 = _gpt2_files(checkpoint, gpt2_bpe, bpe_codes or sentencepiece_model)
     moses_options = _moses_options(checkpoint, moses)
     source_path, target_path = find_dictionaries(
         checkpoint, Path(source_dict) if source_dict else None, Path(target_dict) if target_dict else None
     )
     source, target = read_dictionary(source_path), read_dictionary(target_path)
+    merged = _merged_dictionary(checkpoint, source, target)
+    if merged is not None:
+        source = target = merged
     config = build_config(checkpoint, source, target)
     ours = convert_state(checkpoint, config)
     model = DeepNMTForConditionalGeneration(config)
@@ -665,11 +734,13 @@ def fairseq_model(
     spm = Path(sentencepiece_model) if sentencepiece_model else None
     if source == target:  # one dictionary for both sides: one tokenizer
         try:
-            tokenizer = build_tokenizer(source, Path(bpe_codes) if bpe_codes else None, spm, moses_options)
+            tokenizer = build_tokenizer(
+                source, Path(bpe_codes) if bpe_codes else None, spm, moses_options, gpt2
+            )
         except ImportError as err:  # sacremoses
             raise ConversionError(str(err)) from None
         except ValueError as err:
-            if bpe_codes or spm:  # the files given do not make a tokenizer
+            if bpe_codes or spm or gpt2:  # the files given do not make a tokenizer
                 raise ConversionError(str(err)) from None
             why_none = str(err)  # BPE pieces but no codes: the model converts, without a tokenizer
     else:  # two dictionaries: the source's tokenizer encodes, the target's decodes (model/tokenization_paired.py),
@@ -677,15 +748,17 @@ def fairseq_model(
         codes = Path(bpe_codes) if bpe_codes else None
         try:
             tokenizer = PairedTokenizerFast.pair(
-                *(build_tokenizer(side, codes, spm) for side in (source, target)), moses=moses_options
+                *(build_tokenizer(side, codes, spm, gpt2=gpt2) for side in (source, target)),
+                moses=moses_options,
             )
         except ImportError as err:  # sacremoses
             raise ConversionError(str(err)) from None
         except ValueError as err:
-            if bpe_codes or spm:
+            if bpe_codes or spm or gpt2:
                 raise ConversionError(str(err)) from None
             why_none = str(err)
-    splitting = " + subword-nmt BPE" if bpe_codes else " + sentencepiece" if spm else ""
+    splitting = f" + {_codes_kind(bpe_codes)} BPE" if bpe_codes else " + sentencepiece" if spm else ""
+    splitting = " + GPT-2 byte-level BPE" if gpt2 else splitting
     if moses_options is not None:
         splitting = (
             f" + Moses ({moses_options['moses_source_lang']} → {moses_options['moses_target_lang']})"
@@ -696,8 +769,10 @@ def fairseq_model(
         "layout": checkpoint.layout,
         "source_dictionary": source_path.name,
         "target_dictionary": target_path.name,
+        "merged_dictionary": merged is not None,
         "bpe_codes": Path(bpe_codes).name if bpe_codes else None,
         "sentencepiece_model": spm.name if spm else None,
+        "gpt2_bpe": [path.name for path in gpt2] if gpt2 else None,
         "tokenizer": f"none: {why_none}" if tokenizer is None else "fairseq dictionary ids" + splitting,
         "moses": moses_options,
         "not_reproduced": "truecasing" if moses_options else _NOT_REPRODUCED,
@@ -715,6 +790,7 @@ def convert_fairseq(
     trust_pickle: bool = False,
     sentencepiece_model: str | Path | None = None,
     moses: bool = False,
+    gpt2_bpe: tuple[str | Path, str | Path] | None = None,
 ) -> Path:
     """Convert into `output_dir`, which appears complete or not at all."""
     from ..data.atomic import atomic_directory
@@ -723,7 +799,15 @@ def convert_fairseq(
     if output_dir.exists():
         raise ConversionError(f"{output_dir} exists already; choose a new output directory")
     model, tokenizer, provenance = fairseq_model(
-        checkpoint_path, source_dict, target_dict, bpe_codes, fork, trust_pickle, sentencepiece_model, moses
+        checkpoint_path,
+        source_dict,
+        target_dict,
+        bpe_codes,
+        fork,
+        trust_pickle,
+        sentencepiece_model,
+        moses,
+        gpt2_bpe,
     )
     with atomic_directory(output_dir) as work:
         model.save_pretrained(work)
@@ -765,6 +849,73 @@ def _check_tokenizer_files(
             f"{checkpoint.path.name} was preprocessed with subword-nmt (bpe='subword_nmt'), not sentencepiece: "
             "give --bpe-codes CODES instead of --sentencepiece-model"
         )
+    _check_bpe_name(checkpoint)
+    if bpe_codes is not None:
+        _check_codes(checkpoint, Path(bpe_codes))
+
+
+# fairseq's --bpe choices (fairseq/data/encoders/) the converted tokenizer reproduces; the others (hf_byte_bpe,
+# bytes, byte_bpe, bert, characters, a --user-dir one) are refused by name before anything is written
+REPRODUCED_BPE = ("subword_nmt", "fastbpe", "sentencepiece", "gpt2")
+
+
+def _gpt2_files(
+    checkpoint: Checkpoint, given: tuple[str | Path, str | Path] | None, other: str | Path | None
+) -> tuple[Path, Path] | None:
+    """fairseq's GPT-2 files (encoder.json, vocab.bpe) for a `--bpe gpt2` checkpoint (gpt2_bpe.py downloads them;
+    here the user gives them); ConversionError where they are missing, given for another BPE, or not files."""
+    named = checkpoint.bpe.get("name")
+    if given is None:
+        if named == "gpt2":
+            recorded = checkpoint.bpe.get("gpt2_encoder_json")
+            raise ConversionError(
+                f"{checkpoint.path.name} was preprocessed with fairseq's GPT-2 BPE (bpe='gpt2'"
+                + (f", gpt2_encoder_json={recorded!r}" if recorded else "")
+                + "): give --gpt2-bpe ENCODER_JSON VOCAB_BPE (the files fairseq downloaded) so that the tokenizer "
+                "splits raw text as fairseq did"
+            )
+        return None
+    if named not in (None, "gpt2") or other is not None:
+        raise ConversionError(
+            f"--gpt2-bpe is for a checkpoint preprocessed with fairseq's GPT-2 BPE; {checkpoint.path.name} names "
+            f"bpe={named!r}" + (" and another BPE file is given" if other is not None else "")
+        )
+    paths = (Path(given[0]), Path(given[1]))
+    for path, what in zip(paths, ("encoder.json", "vocab.bpe"), strict=True):
+        if not path.is_file():
+            raise ConversionError(
+                f"GPT-2 {what} {path} does not exist (give the file fairseq's --bpe gpt2 used)"
+            )
+    return paths
+
+
+def _check_bpe_name(checkpoint: Checkpoint) -> None:
+    """ConversionError for a `--bpe` the converted tokenizer cannot reproduce (it would split raw text otherwise
+    than fairseq, silently)."""
+    named = checkpoint.bpe.get("name")
+    if named is not None and named not in REPRODUCED_BPE:
+        raise ConversionError(
+            f"{checkpoint.path.name} was preprocessed with fairseq's {named!r} BPE (bpe={named!r}), which the "
+            f"converted tokenizer cannot reproduce (it reproduces: {', '.join(REPRODUCED_BPE)})"
+        )
+
+
+def _check_codes(checkpoint: Checkpoint, codes: Path) -> None:
+    """The codes file is one the tokenizer reproduces (subword-nmt 0.2 or fastBPE: fairseq_tokenizer.codes_format)
+    and the one the checkpoint's `--bpe` names."""
+    from .fairseq_tokenizer import FASTBPE, SUBWORD_NMT, codes_format
+
+    try:
+        kind = codes_format(codes)
+    except (ValueError, UnicodeDecodeError) as err:
+        raise ConversionError(str(err)) from None
+    named = checkpoint.bpe.get("name")
+    expected = {"subword_nmt": SUBWORD_NMT, "fastbpe": FASTBPE}.get(named or "", kind)
+    if kind != expected:
+        raise ConversionError(
+            f"{codes} holds {kind} codes but {checkpoint.path.name} was preprocessed with bpe={named!r}: give "
+            f"the {expected} codes file it was trained with"
+        )
 
 
 # fairseq's --tokenizer choices the converted tokenizer reproduces: Moses (model/tokenization_moses.py), and `space`
@@ -785,6 +936,12 @@ def _moses_options(checkpoint: Checkpoint, force: bool) -> dict[str, Any] | None
     if named != "moses" and not force:
         return None
     return {key: value for key, value in checkpoint.tokenizer.items() if key.startswith("moses_")}
+
+
+def _codes_kind(codes: str | Path) -> str:
+    from .fairseq_tokenizer import codes_format
+
+    return codes_format(Path(codes))
 
 
 def _tied_or_derived(config: Any) -> set[str]:
@@ -809,7 +966,7 @@ def fairseq_generation_config(config: Any) -> Any:
         pad_token_id=config.pad_token_id,
         num_beams=5,
         length_penalty=1.0,
-        max_length=min(200 + 1, config.max_position_embeddings),
+        max_length=min(200 + 1, max_positions(config, "decoder")),
         min_new_tokens=1,
         suppress_tokens=[config.pad_token_id],
     )

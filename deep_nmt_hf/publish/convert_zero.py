@@ -118,11 +118,19 @@ def read_params(directory: Path) -> dict[str, Any]:
 
 
 def read_vocab(path: Path) -> list[str]:
-    """zero's Vocab (vocab.py:10-42): the three specials, then each stripped line not seen before."""
+    """zero's Vocab (vocab.py:10-42): the three specials, then each stripped line not seen before, read as zero
+    (Python 2) reads it: lines split on b"\\n" only and stripped of ASCII whitespace only, so U+2028, U+0085 or
+    U+00A0 inside or around a token stay part of it (str.splitlines / str.strip would shift every later id)."""
     symbols = list(SPECIALS)
     seen = set(symbols)
-    for line in path.read_text(encoding="utf-8").splitlines():
-        token = line.strip()
+    lines = path.read_bytes().split(b"\n")
+    if lines[-1] == b"":  # the file's final newline ends the last line; it starts no empty one
+        lines.pop()
+    for number, raw in enumerate(lines, 1):
+        try:
+            token = raw.strip(b" \t\r\n\x0b\x0c").decode("utf-8")
+        except UnicodeDecodeError:
+            raise ConversionError(f"{path}:{number} is not UTF-8 text: {raw[:40]!r}") from None
         if token not in seen:
             seen.add(token)
             symbols.append(token)

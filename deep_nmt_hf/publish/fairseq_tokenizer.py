@@ -13,7 +13,14 @@ recipe used it), apply BPE, look the pieces up in the dictionary (`<unk>` = 3 fo
   `x.replace(" ", "").replace("\u2581", " ").strip()`): the `.model` file's normalizer and segmentation
   (publish/sentencepiece_model.py), its pieces given the fairseq dictionary's ids; the decoder turns `▁` back
   into spaces (the pipeline strips the ends, as fairseq does).
-* Without either the tokenizer looks the (already segmented) pieces up as they stand.
+* fastBPE (fairseq/data/encoders/fastbpe.py: `fastBPE.apply`; codes `A B COUNT`, fastBPE/fastBPE.hpp): the same
+  BPE model as subword-nmt's (characters, `</w>` on the last, merges by rank, `@@ ` after non-final pieces); fastBPE
+  splits on spaces only, where the tokenizer splits on any whitespace.
+* gpt2 byte-level BPE (fairseq/data/encoders/gpt2_bpe.py: `" ".join(map(str, bpe.encode(x)))`, gpt2_bpe_utils.py;
+  decoding maps the ids back to bytes): GPT-2's regex split and byte-level BPE with the merges of `vocab.bpe`, each
+  piece given the id of its GPT-2 id's decimal string in the fairseq dictionary (`encoder.json` maps pieces to
+  GPT-2 ids); the decoder turns pieces back into bytes.
+* Without any of them the tokenizer looks the (already segmented) pieces up as they stand.
 
 Pieces the segmentation makes but the dictionary lacks get ids past the model's vocabulary (`unknown_to_unk`).
 
@@ -26,6 +33,7 @@ reproduced; sentencepiece's sampling (`--sentencepiece-enable-sampling`, trainin
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -46,15 +54,45 @@ def unknown_to_unk(input_ids: Any, vocab_size: int) -> Any:
 CONTINUATION = "@@"
 
 
+SUBWORD_NMT = "subword-nmt"
+FASTBPE = "fastBPE"
+
+
+def codes_format(codes: Path) -> str:
+    """Which BPE wrote `codes`: subword-nmt 0.2 (`#version: 0.2` first, then `A B` lines) or fastBPE (`A B COUNT`
+    lines, fastBPE/fastBPE.hpp `readCodes`); both split a word into characters with `</w>` on the last one and merge
+    by rank, so one BPE model reproduces both. ValueError for subword-nmt 0.1 codes (no header; subword_nmt/
+    apply_bpe.py appends `</w>` as a symbol of its own, merged last): a merged model cannot drop a lone `</w>`
+    left at a word's end, so 0.1 segmentation is not reproduced."""
+    with codes.open(encoding="utf-8") as file:
+        first = file.readline()
+        second = file.readline()
+    if first.startswith("#version:"):
+        version = first.split()[-1]
+        if version.rstrip("0").rstrip(".") != "0.2":
+            raise ValueError(f"{codes} is subword-nmt codes of version {version}; version 0.2 is reproduced")
+        return SUBWORD_NMT
+    fields = first.split()
+    if len(fields) == 3 and fields[2].isdigit() and (not second.strip() or len(second.split()) == 3):
+        return FASTBPE
+    raise ValueError(
+        f"{codes} has no '#version: 0.2' header: subword-nmt 0.1 codes, whose end-of-word rule ('</w>' a symbol of "
+        "its own) the fast tokenizer cannot reproduce; only 0.2 codes (subword-nmt >= 0.2) and fastBPE codes are read "
+        "(without --bpe-codes the model converts alone, with no tokenizer)"
+    )
+
+
 def _merges(codes: Path) -> list[tuple[str, str]]:
+    kind = codes_format(codes)
+    width, shape = (2, "'A B'") if kind == SUBWORD_NMT else (3, "'A B COUNT'")
     merges = []
     for number, line in enumerate(codes.read_text(encoding="utf-8").splitlines(), 1):
         if not line.strip() or (number == 1 and line.startswith("#version")):
             continue
-        pair = line.split()
-        if len(pair) != 2:
-            raise ValueError(f"{codes}:{number} is not a subword-nmt merge ('A B'): {line!r}")
-        merges.append((pair[0], pair[1]))
+        fields = line.split()
+        if len(fields) != width:
+            raise ValueError(f"{codes}:{number} is not a {kind} merge ({shape}): {line!r}")
+        merges.append((fields[0], fields[1]))
     return merges
 
 
@@ -63,13 +101,17 @@ def build_tokenizer(
     codes: Path | None,
     sentencepiece_model: Path | None = None,
     moses: dict[str, Any] | None = None,
+    gpt2: tuple[Path, Path] | None = None,
 ) -> PreTrainedTokenizerFast:
     """A fast tokenizer with fairseq's ids (`symbols` in dictionary order, the four specials first), splitting
     raw text by subword-nmt `codes` or a `sentencepiece_model` (at most one of them); with `moses` (the
     `FairseqMosesTokenizer` options: `moses_source_lang`, `moses_target_lang`, `moses_dash_splits`,
-    `moses_escape`) Moses tokenisation before and detokenisation after, as fairseq's `--tokenizer moses`."""
+    `moses_escape`) Moses tokenisation before and detokenisation after, as fairseq's `--tokenizer moses`; with
+    `gpt2` (fairseq's `encoder.json`, `vocab.bpe`) GPT-2's byte-level BPE instead of either."""
     specials = symbols[:4]  # <s>, <pad>, </s>, <unk>
     word_join = None  # without BPE: tokens joined by spaces
+    if gpt2 is not None:
+        return _wrap(gpt2_tokenizer(symbols, *gpt2), specials, moses)
     if sentencepiece_model is not None:
         tokenizer = _sentencepiece_tokenizer(symbols, sentencepiece_model)
         return _wrap(tokenizer, specials, moses)
@@ -113,7 +155,7 @@ def bpe_model(vocab: dict[str, int], codes: Path, unk: str) -> tuple[models.BPE,
     and its decoder. tokenizers needs every piece a merge reads or makes in its vocabulary; those the vocabulary
     lacks (fairseq and zero look them up as <unk>) get ids past the model's vocabulary, which
     `pipeline("translation")` reads as <unk> (model/translation_pipeline.py); `unknown_to_unk` does it for direct
-    calls. ValueError for a codes file that is not subword-nmt's."""
+    calls. ValueError for a codes file that is neither subword-nmt 0.2's nor fastBPE's (`codes_format`)."""
     merges = _merges(codes)
     for left, right in merges:
         for piece in (left, right, left + right):
@@ -149,6 +191,43 @@ def _wrap(
     if moses is not None:
         wrapped._moses_pair()  # sacremoses: an ImportError naming it now, not at the first sentence
     return wrapped
+
+
+def gpt2_tokenizer(symbols: list[str], encoder_json: Path, vocab_bpe: Path) -> Tokenizer:
+    """fairseq's `--bpe gpt2` (data/encoders/gpt2_bpe.py, gpt2_bpe_utils.py `Encoder`) over a fairseq dictionary
+    whose symbols are GPT-2 ids written in decimal: GPT-2's regex split and byte-level BPE (the merges of
+    `vocab_bpe`, its first line a version header, as `get_encoder` reads it), each piece under the dictionary id of
+    `str(encoder_json[piece])`; pieces the dictionary lacks (fairseq: `<unk>`) get ids past the model's vocabulary.
+    ValueError naming a file that is not GPT-2's."""
+    try:
+        encoder = json.loads(encoder_json.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:
+        raise ValueError(
+            f"{encoder_json} is not GPT-2's encoder.json (a JSON object piece -> id): {err}"
+        ) from None
+    if not isinstance(encoder, dict) or not all(isinstance(i, int) for i in encoder.values()):
+        raise ValueError(f"{encoder_json} is not GPT-2's encoder.json (a JSON object piece -> id)")
+    merges = []
+    for number, line in enumerate(vocab_bpe.read_text(encoding="utf-8").split("\n")[1:-1], 2):
+        pair = tuple(line.split())
+        if len(pair) != 2:
+            raise ValueError(f"{vocab_bpe}:{number} is not a GPT-2 merge ('A B'): {line!r}")
+        merges.append(pair)
+    index: dict[str, int] = {}
+    for i, symbol in enumerate(symbols):
+        if i >= 4 or symbol not in index:
+            index[symbol] = i  # listed twice (#fairseq:overwrite): the later id, as fairseq's index
+    vocab = {symbol: i for i, symbol in enumerate(symbols[:4])}
+    past = len(symbols)
+    for piece, gpt2_id in sorted(encoder.items(), key=lambda item: item[1]):
+        fairseq_id = index.get(str(gpt2_id))
+        if fairseq_id is None or fairseq_id < 4:
+            fairseq_id, past = past, past + 1
+        vocab[piece] = fairseq_id
+    tokenizer = Tokenizer(models.BPE(vocab=vocab, merges=merges, unk_token=symbols[3]))
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+    tokenizer.decoder = decoders.ByteLevel()
+    return tokenizer
 
 
 def _sentencepiece_tokenizer(symbols: list[str], path: Path) -> Tokenizer:
