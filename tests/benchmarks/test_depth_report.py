@@ -806,7 +806,8 @@ def test_the_workers_stop_at_until(tmp_path: Path, monkeypatch) -> None:
 def test_a_run_whose_weights_were_lost_is_retrained_last_and_keeps_its_first_numbers(
     tmp_path: Path, monkeypatch
 ) -> None:
-    """A finished run with test scores but no weights (committed or in this machine's run directory) is re-trained
+    """A finished run with test scores but no weights (committed or in this machine's run directory) is found by
+    the study and recorded as lost in the committed weights.json (which alone the report reads), then re-trained
     after every other run, with the same seed; its new record keeps what the first run measured. A run with
     weights, or one that diverged before its first checkpoint (no scores, no weights), is not re-trained."""
     import subprocess
@@ -822,7 +823,10 @@ def test_a_run_whose_weights_were_lost_is_retrained_last_and_keeps_its_first_num
     for rec in (first, record("admin-18-6", 1, 0.3), {**record("post-18-6", 1, 0.3), "test": None}):
         core._write_json(core.record_path(rec["name"], 1, a), rec)
     core.weights_path("admin-18-6", 1, a).write_bytes(b"kept")
-    assert [core.weights_lost(n, 1, a) for n in a.only] == [False, True, False, False]
+    assert not any(core.weights_lost(n, 1, a) for n in a.only)  # nothing recorded as lost yet
+    assert [core.find_lost_weights(n, 1, a) for n in a.only] == [False, True, False, False]
+    assert [core.weights_lost(n, 1, a) for n in a.only] == [False, True, False, False]  # now recorded
+    assert core._read_json(core.weights_facts_path(a))["e5"]["lost"] == [["post-6-6", 1]]
 
     started: list[str] = []
 
