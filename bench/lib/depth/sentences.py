@@ -21,7 +21,7 @@ from typing import Any
 
 from deep_nmt_hf.science.significance import detectable_delta
 
-from .claims import ALPHA, POWER, REPRODUCES, VERDICTS
+from .claims import ALPHA, POWER, VERDICTS
 
 # the papers' gains from depth: a deep model against a 6-6 one (a confounded claim is represented by its control)
 DEPTH_GAINS = (
@@ -50,23 +50,36 @@ def pair(v: dict[str, Any]) -> str:
 
 
 def counted(verdicts: Sequence[dict[str, Any]]) -> dict[str, int]:
-    """The verdicts counted as the report counts them: each phenomenon (a claim's `group`) once per distinct
-    outcome, a claim counted through its control (`controlled_by`) not at all; in claims.VERDICTS order."""
+    """The verdicts counted as the report counts them: each phenomenon (a claim's `group`) once, by the verdict of
+    its first claim (the one that states it; the others rest on it), a claim counted through its control
+    (`controlled_by`) not at all; in claims.VERDICTS order."""
     counts: dict[str, int] = {}
     for v in verdicts:
         if not v.get("group") and not v.get("controlled_by"):
             counts[v["verdict"]] = counts.get(v["verdict"], 0) + 1
     for group in dict.fromkeys(v["group"] for v in verdicts if v.get("group")):
-        for word in {v["verdict"] for v in verdicts if v.get("group") == group}:
-            counts[word] = counts.get(word, 0) + 1
+        word = next(v["verdict"] for v in verdicts if v.get("group") == group)
+        counts[word] = counts.get(word, 0) + 1
     return {word: counts[word] for word in VERDICTS if counts.get(word)}
 
 
+def counted_lines(verdicts: Sequence[dict[str, Any]]) -> int:
+    """How many lines `counted` counts: the claims outside a group and not counted through a control, and one a
+    group."""
+    alone = sum(1 for v in verdicts if not v.get("group") and not v.get("controlled_by"))
+    return alone + len({v["group"] for v in verdicts if v.get("group")})
+
+
 def delta_text(v: dict[str, Any]) -> str:
-    """ "Δ +0.26 (95% CI −0.67 … +1.18), the paper +2.50" of a verdict with a test."""
+    """ "Δ +0.26 (95% CI −0.67 … +1.18), the paper +2.50 at 60L-12L vs 6L-6L (not tested against)" of a verdict
+    with a test: a paper's Δ from another comparison says which (issue #67)."""
     test = v["test"]
     low, high = test["ci95"]
-    paper = f", the paper {v['paper_delta']:+.2f}" if v.get("paper_delta") is not None else ""
+    paper = ""
+    if v.get("paper_delta") is not None:
+        paper = f", the paper {v['paper_delta']:+.2f}"
+        if v.get("paper_comparison"):
+            paper += f" at {v['paper_comparison']} (not tested against)"
     return f"Δ {test['delta']:+.2f} (95% CI {low:+.2f} … {high:+.2f}){paper}"
 
 
@@ -84,12 +97,7 @@ def depth_gains(verdicts: Sequence[dict[str, Any]]) -> str:
         shown = f"{pair(v)}: {delta_text(v)}" if v.get("test") else pair(v)
         words.setdefault(v["verdict"], []).append(shown)
     parts = [f"{len(words[w])} {w} ({'; '.join(words[w])})" for w in VERDICTS if w in words]
-    reproduced = len(words.get(REPRODUCES, []))
-    return (
-        f"Of the papers' {len(chosen)} gains from depth, {reproduced} reproduce{'s' if reproduced == 1 else ''}: "
-        + ", ".join(parts)
-        + "."
-    )
+    return f"The papers' {len(chosen)} gains from depth, each tested against 0: " + ", ".join(parts) + "."
 
 
 def one_claim(verdicts: Sequence[dict[str, Any]], key: str) -> str:
@@ -111,7 +119,7 @@ def summary_sentences(verdicts: Sequence[dict[str, Any]], tests: Sequence[dict[s
     sentences = {
         "tally": "Counted with each phenomenon once: "
         + ", ".join(f"{n} {w}" for w, n in tally.items())
-        + f" (of {len(verdicts)} claim lines).",
+        + f" ({counted_lines(verdicts)} counted of {len(verdicts)} claim lines).",
         "depth-gains": depth_gains(verdicts),
         "lr-control": one_claim(verdicts, "pre-18-6 vs pre-6-6-lr2e-3"),
         "marian": next(
@@ -121,14 +129,14 @@ def summary_sentences(verdicts: Sequence[dict[str, Any]], tests: Sequence[dict[s
         "rescue": one_claim(verdicts, "deep-decoder-6-12 vs deep-decoder-6-12-plain"),
     }
     if trained:
-        floor = detectable_delta(
-            statistics.median(t["sentence_se"] for t in trained), ALPHA, len(tests), POWER
-        )
+        m = tests[0].get("family", len(tests))  # the one Holm family's size
+        floor = detectable_delta(statistics.median(t["sentence_se"] for t in trained), ALPHA, m, POWER)
         sentences["detectable"] = (
             f"this test set detects {floor:.2f} BLEU from its {trained[0]['sentences']} sentences alone and "
             f"{statistics.median(t['detectable'] for t in trained):.2f} with the seeds' variance added (median over "
             f"the {len(trained)} comparisons between rows that both translate; {POWER:.0%} power after Holm over "
-            f"{len(tests)} comparisons, t at each comparison's df)"
+            f"the {m} tests of the report, t at each comparison's Welch–Satterthwaite df; "
+            f"{statistics.median(t.get('detectable_seed', t['detectable']) for t in trained):.2f} at the seed df)"
         )
     return sentences
 
