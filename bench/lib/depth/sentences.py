@@ -37,6 +37,18 @@ PROSE = re.compile(r"<!-- depth-prose -->(.*?)<!-- /depth-prose -->", re.S)
 VERDICT_WORDS = re.compile(
     r"reproduc|contradict|inconclusive|cannot decide|no verdict|does not hold|\bholds\b|not significant", re.I
 )
+# an older study's finding kept for the record: it must say that it is superseded (and by what)
+SUPERSEDED = re.compile(r"<!-- depth-superseded -->(.*?)<!-- /depth-superseded -->", re.S)
+# a block (paragraph, list item, table line) that speaks of the study: its findings are checked (issue #67)
+ABOUT_THE_STUDY = re.compile(r"depth_multi30k|depth study|the study's|at small scale", re.I)
+# what a finding says: a verdict word, a comparison's word, a p-value, a score (± or BLEU after it, "scored"
+# before it) or a signed difference; a setting (dropout 0.3, lr 2e-3) is not a finding
+FINDING = re.compile(
+    VERDICT_WORDS.pattern
+    + r"|\bbeats?\b|\bunder-fit|\bp\s*[<=]|significan|\d+\.\d+\s*(?:±|BLEU)|(?<![\w.])[+−]\d+\.\d+|"
+    r"\bscor\w*\s+\d",
+    re.I,
+)
 REPORTS = (
     "depth_multi30k.md",
     "depth_multi30k_weights.md",
@@ -110,10 +122,26 @@ def one_claim(verdicts: Sequence[dict[str, Any]], key: str) -> str:
     return f"{key}: {v['verdict']}{shown}{confound}"
 
 
+def rule_sentence(verdicts: Sequence[dict[str, Any]], tests: Sequence[dict[str, Any]]) -> str:
+    """The decision rule in one sentence (`rule`), with the size of its one Holm family (depth.decision states it
+    in full above the report's table)."""
+    targets = sum(bool(v.get("in_family")) for v in verdicts)
+    return (
+        f"every test the report makes ({len(tests)} against 0, {targets} against a target: the paper's Δ only "
+        "where the paper measured the same comparison, else none) is Holm-corrected in one family, at the "
+        "Welch–Satterthwaite df and at the seed variance's own df; a claim reproduces where the corrected test "
+        "against 0 is significant in its direction and Δ is not significantly short of its target, contradicts "
+        "where Δ is significantly short of the target or significantly the other way, and is inconclusive "
+        "otherwise or where the two df choices disagree; rows that train differently get no verdict word; a "
+        "seed added after a look at the result is shown, not used"
+    )
+
+
 def summary_sentences(verdicts: Sequence[dict[str, Any]], tests: Sequence[dict[str, Any]]) -> dict[str, str]:
     """Every sentence a summary may quote, by its marker KEY: the count (`tally`), the papers' gains from depth
     (`depth-gains`), the lr control (`lr-control`), the deep row against Marian (`marian`), shared layers
-    (`shared`), the CAD + CRT rescue (`rescue`), and what the test set can detect (`detectable`)."""
+    (`shared`), the CAD + CRT rescue (`rescue`), the decision rule (`rule`) and what the test set can detect
+    (`detectable`)."""
     tally = counted(verdicts)
     trained = [t for t in tests if abs(t["delta"]) < 10]
     sentences = {
@@ -127,6 +155,7 @@ def summary_sentences(verdicts: Sequence[dict[str, Any]], tests: Sequence[dict[s
         ),
         "shared": one_claim(verdicts, "shared-18-6 vs unshared-18-6"),
         "rescue": one_claim(verdicts, "deep-decoder-6-12 vs deep-decoder-6-12-plain"),
+        "rule": rule_sentence(verdicts, tests),
     }
     if trained:
         m = tests[0].get("family", len(tests))  # the one Holm family's size
@@ -185,11 +214,34 @@ def prose_problems(text: str, reports: str) -> list[str]:
     return problems
 
 
+def unchecked_findings(text: str) -> list[str]:
+    """The findings of the study TEXT states outside the checked forms (issue #67): in every block (paragraph, list
+    item, table line) that speaks of the study, a verdict word, "beats", a p-value or a number with decimals
+    that is neither a quoted sentence (`<!-- depth:KEY -->`), checked prose (`<!-- depth-prose -->`) nor marked as
+    superseded (`<!-- depth-superseded -->`, whose text must say "superseded"). Code blocks are not prose."""
+    text = re.sub(r"```.*?```", "", text, flags=re.S)
+    problems = [
+        f"a superseded block that does not say so: {body[:60]!r}"
+        for body in SUPERSEDED.findall(text)
+        if "superseded" not in body.lower()
+    ]
+    for block in re.split(r"\n\s*\n|\n(?=\s*[-*|] )", text):
+        if not ABOUT_THE_STUDY.search(block):
+            continue
+        plain = SUPERSEDED.sub("", PROSE.sub("", MARKER.sub("", block)))
+        plain = re.sub(r"\[[^\]]*\]\([^)]*\)|`[^`]*`", "", plain)  # links and code name files, not findings
+        problems += [f"{found!r} in {' '.join(block.split())[:80]!r}…" for found in FINDING.findall(plain)]
+    return problems
+
+
 def summary_files(root: Path) -> list[Path]:
-    """The files that summarise the study."""
+    """The files that summarise the study: README, every page of docs/, bench/README, CONTRIBUTING and the model
+    cards (issue #67: every sentence about the study's findings is checked, wherever it is)."""
+    cards = sorted(p for p in (root / "model_cards").rglob("*") if p.is_file() and p.suffix in (".md", ".j2"))
     return [
         root / "README.md",
-        root / "docs" / "results.md",
+        *sorted((root / "docs").glob("*.md")),
         root / "bench" / "README.md",
         root / "CONTRIBUTING.md",
+        *cards,
     ]
