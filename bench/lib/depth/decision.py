@@ -48,15 +48,16 @@ def _value(value: Any) -> str:
     return f"{value:g}" if isinstance(value, float) else str(value).lower()
 
 
-def confounds(system: str, baseline: str, warmup_scale: float = 0.1) -> str:
+def confounds(system: str, baseline: str, warmup_scale: float = 0.1, varies: tuple[str, ...] = ()) -> str:
     """What SYSTEM and BASELINE train with differently (core.training_setting: the recipes and the rows'
-    overrides), as "lr 2e-3 vs 1e-3, warmup 1600 vs 800": every difference besides the architecture, which is what
-    a claim names; "" where they train alike."""
+    overrides), as "lr 2e-3 vs 1e-3, warmup 1600 vs 800": every difference besides the architecture and the
+    settings the claim itself varies (`varies`, a Claim's), which is what a claim names; "" where they train
+    alike."""
     ours, theirs = core.training_setting(system, warmup_scale), core.training_setting(baseline, warmup_scale)
     return ", ".join(
         f"{SETTING_NAMES[key]} {_value(ours[key])} vs {_value(theirs[key])}"
         for key in ours
-        if ours[key] != theirs[key]
+        if ours[key] != theirs[key] and key not in varies
     )
 
 

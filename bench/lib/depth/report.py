@@ -200,7 +200,8 @@ def describe_test(test: dict[str, Any]) -> str:
 def pair_confound(claim: Claim, system: str, baseline: str, warmup_scale: float = 0.1) -> str:
     """Every confound of a comparison (issue #58): the training settings its rows differ in (decision.confounds)
     and what the claim names besides ("" where there is none)."""
-    parts = [text for text in (decision.confounds(system, baseline, warmup_scale), claim.confound) if text]
+    found = decision.confounds(system, baseline, warmup_scale, claim.varies)
+    parts = [text for text in (found, claim.confound) if text]
     return f"confounded: {'; '.join(parts)}" if parts else ""
 
 
@@ -230,6 +231,7 @@ def verdict(
         "paper_number": claim.paper_number,
         "paper_delta": claim.paper_delta,
         "paper_comparison": claim.paper_comparison,
+        "varies": list(claim.varies),
         "paper_outcome": claim.paper_outcome,
         "panel": claim.panel,
         "group": claim.group,

@@ -140,7 +140,8 @@ def rule_sentence(verdicts: Sequence[dict[str, Any]], tests: Sequence[dict[str, 
 def summary_sentences(verdicts: Sequence[dict[str, Any]], tests: Sequence[dict[str, Any]]) -> dict[str, str]:
     """Every sentence a summary may quote, by its marker KEY: the count (`tally`), the papers' gains from depth
     (`depth-gains`), the lr control (`lr-control`), the deep row against Marian (`marian`), shared layers
-    (`shared`), the CAD + CRT rescue (`rescue`), the decision rule (`rule`) and what the test set can detect
+    (`shared`), the CAD + CRT rescue (`rescue`), DS-Init's dropouts at
+    this scale (`dropouts`: the recipe sentence of docs/recipes.md), the decision rule (`rule`) and what the test set can detect
     (`detectable`)."""
     tally = counted(verdicts)
     trained = [t for t in tests if abs(t["delta"]) < 10]
@@ -156,6 +157,7 @@ def summary_sentences(verdicts: Sequence[dict[str, Any]], tests: Sequence[dict[s
         "shared": one_claim(verdicts, "shared-18-6 vs unshared-18-6"),
         "rescue": one_claim(verdicts, "deep-decoder-6-12 vs deep-decoder-6-12-plain"),
         "rule": rule_sentence(verdicts, tests),
+        "dropouts": one_claim(verdicts, "dsinit-matt-18-6-low-dropout vs dsinit-matt-18-6"),
     }
     if trained:
         m = tests[0].get("family", len(tests))  # the one Holm family's size
