@@ -94,12 +94,6 @@ def p_against(test: dict[str, Any], value: float) -> float:
     return min(1.0, 2 * t_sf(abs(test["delta"] - value) / test["se"], test["df"]))
 
 
-def detectable(test: dict[str, Any], comparisons: int) -> float:
-    """The comparison's detectable Δ: (t_df(1 − α/2m) + t_df(power)) × se, m the comparisons Holm corrects over
-    (family "zero"), df the interval's: the smallest Δ it finds with POWER at Holm's strictest step."""
-    return detectable_delta(test["se"], ALPHA, comparisons, POWER, test["df"])
-
-
 def distance(claim: Claim) -> float | None:
     """How far the paper's Δ lies from the claim's null (0; −CLOSE_MARGIN for "close"): the effect a comparison
     must be able to see to decide the claim (None without a paper Δ or a target)."""
