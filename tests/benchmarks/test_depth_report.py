@@ -1215,3 +1215,23 @@ def test_the_recipe_sentence_on_dropouts_passes_through_the_rule() -> None:
         (t["system"], t["baseline"]) for t in tests
     }
     assert "dropout" in report.decision.confounds("dsinit-matt-18-6-low-dropout", "dsinit-matt-18-6")
+
+
+def test_which_runs_lost_their_weights_is_committed_data(tmp_path: Path, monkeypatch) -> None:
+    """Issue #68 item 1: whether a finished run lost its weights was read from this machine's cache, so the report
+    differed between machines. It is committed data now (weights.json beside the records): a run listed as lost is
+    lost on every machine, one left out on purpose is neither lost nor re-trained, and an empty cache changes
+    nothing."""
+    monkeypatch.setattr(core, "RUNS", tmp_path / "empty-cache")
+    monkeypatch.setattr(core, "RECORDS", tmp_path / "records")
+    a = args()
+    for name in ("post-6-6", "pre-6-6"):
+        core._write_json(core.record_path(name, 1, a), record(name, 1, 0.3))
+    assert not core.weights_lost("post-6-6", 1, a)  # no weights anywhere, but not recorded as lost
+    core._write_json(
+        core.weights_facts_path(a), {"e5": {"lost": [["post-6-6", 1]], "not_committed": [["pre-6-6", 1]]}}
+    )
+    assert core.weights_lost("post-6-6", 1, a) and not core.weights_lost("pre-6-6", 1, a)
+    assert core.weights_left_out("pre-6-6", 1, a) and not core.find_lost_weights("pre-6-6", 1, a)
+    lost = pricing.lost_weights(core.load_records(tmp_path / "records", 5), a)
+    assert [(x["row"], x["seed"]) for x in lost] == [("post-6-6", 1)]

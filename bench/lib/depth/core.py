@@ -105,6 +105,12 @@ def weights_lost(name: str, seed: int, args: argparse.Namespace) -> bool:
     return [name, seed] in _weights_facts(args)["lost"]
 
 
+def weights_left_out(name: str, seed: int, args: argparse.Namespace) -> bool:
+    """Whether NAME's run with SEED is one whose weights are left out of the repository on purpose
+    ("not_committed" in `weights_facts_path`): the study neither writes them beside the record nor re-trains it."""
+    return [name, seed] in _weights_facts(args)["not_committed"]
+
+
 def find_lost_weights(name: str, seed: int, args: argparse.Namespace) -> bool:
     """Whether NAME's run with SEED has test scores but no averaged weights, neither committed nor in this
     machine's run directory, nor left out on purpose (it ran on a machine not handed on, before the study kept
@@ -113,9 +119,10 @@ def find_lost_weights(name: str, seed: int, args: argparse.Namespace) -> bool:
     if record is None or record.get("test") is None or weights_path(name, seed, args).exists():
         return False
     facts = _weights_facts(args)
-    if [name, seed] in facts["not_committed"] or (
-        run_dir(name, seed, args) / "averaged" / "config.json"
-    ).exists():
+    if (
+        weights_left_out(name, seed, args)
+        or (run_dir(name, seed, args) / "averaged" / "config.json").exists()
+    ):
         return False
     if [name, seed] not in facts["lost"]:
         everything = _read_json(weights_facts_path(args), {})

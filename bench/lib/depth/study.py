@@ -621,7 +621,8 @@ def orchestrate(args: argparse.Namespace) -> None:
     todo, retrain = [], []
     for name, seed in plan(args):
         if core.record_path(name, seed, args).exists():
-            if not core.weights_path(name, seed, args).exists() and keep_weights(name, seed, args):
+            kept = core.weights_path(name, seed, args).exists() or core.weights_left_out(name, seed, args)
+            if not kept and keep_weights(name, seed, args):
                 print(
                     f"[{name} seed {seed}] averaged weights: {core.weights_path(name, seed, args)}",
                     flush=True,
