@@ -2,7 +2,8 @@
 
 `forest_plot(verdicts, path, ...)` draws one line per claim (the verdict dicts of depth.report.claim_verdicts):
 the bootstrap Δ of system − baseline with its 95% CI (filled when Holm-significant, hollow when not), the paper's
-own Δ as an open diamond where the paper states one, and the verdict, coloured, at the right. Differences past
+own Δ as an open diamond where the paper states one (grey where it was measured at other depths: quoted, not
+tested against), and the verdict, coloured, at the right. Differences past
 ±`limit` BLEU (a row that fails against one that trains: ±25-30) are drawn at the edge as an arrow with their
 value written beside it, so the small differences the claims turn on stay readable. Claims without a BLEU
 comparison (a collapse is a source-reliance diagnosis; a row with no record yet) keep their line, verdict only.
@@ -108,7 +109,8 @@ def forest_plot(
                 _edge_value(ax, x, y, side, f"{test['delta']:+.1f}", 7, fontsize=8, color=colour)
         if v.get("paper_delta") is not None:
             px, side = clip(v["paper_delta"], limit)
-            ax.plot(px, y, marker="D", markersize=7, color="black", markerfacecolor="none")
+            other = "grey" if v.get("paper_comparison") else "black"  # measured at other depths: not a target
+            ax.plot(px, y, marker="D", markersize=7, color=other, markerfacecolor="none")
             if side:
                 _edge_value(ax, px, y, side, f"paper {v['paper_delta']:+.1f}", -11, fontsize=7)
         if close_margin is not None and v.get("rule") == "close":
@@ -137,6 +139,15 @@ def forest_plot(
         ),
         plt.Line2D(
             [], [], marker="D", color="black", markerfacecolor="none", linestyle="", label="the paper's Δ"
+        ),
+        plt.Line2D(
+            [],
+            [],
+            marker="D",
+            color="grey",
+            markerfacecolor="none",
+            linestyle="",
+            label="the paper's Δ at other depths (not tested against)",
         ),
     ]
     if close_margin is not None:

@@ -228,7 +228,8 @@ def seed_and_sentence_test(
     it must be.
 
     Returns the keys of `seeded_paired_bootstrap` ("ci95" is the `confidence` interval) and "se", "sentence_se",
-    "seed_se", "df", "single_run", "method"."""
+    "seed_se", "df", "seed_df" (the seed variance's own df, n_sys − 1 + n_base − 1: the conservative choice, for a
+    caller that shows the verdict under both), "single_run", "method"."""
     base, sys_, sentences = _paired_runs(baseline, system)
     if n_samples < 2:
         raise ValueError(f"n_samples={n_samples} must be >= 2")
@@ -252,6 +253,9 @@ def seed_and_sentence_test(
     dofs = [b.size - 1 for b in (np.atleast_1d(sys_bleu), np.atleast_1d(base_bleu))]
     seed_terms = sum(part**2 / dof for part, dof in zip(parts, dofs, strict=True) if dof > 0 and part > 0)
     df = var**2 / seed_terms if seed_terms > 0 else math.inf
+    # the other defensible choice: the df of the seed variance alone (runs − 1 of each side with more than one),
+    # which ignores that the sentence part is known far better; ∞ where no side has two runs, as above
+    seed_df = float(sum(d for d in dofs if d > 0)) or math.inf
     se = math.sqrt(var)
     quantile = t_ppf(0.5 + confidence / 2, df)
     if se > 0:
@@ -267,6 +271,7 @@ def seed_and_sentence_test(
         "sentence_se": math.sqrt(sentence_var),
         "seed_se": math.sqrt(seed_var),
         "df": df,
+        "seed_df": seed_df,
         "single_run": min(base.shape[0], sys_.shape[0]) < 2,
         "method": "t: sentence bootstrap + unbiased seed variance",
     }

@@ -23,6 +23,7 @@ from deep_nmt_hf.science.significance import (  # noqa: E402
     detectable_delta,
     holm,
     t_ppf,
+    t_sf,
 )
 
 WORDS = [f"w{i}" for i in range(40)]
@@ -167,7 +168,10 @@ def test_failure_signatures_decide_the_verdicts() -> None:
     collapse = by_name(verdicts, "deep-decoder-6-12-plain", "pre-6-6")
     assert collapse["verdict"] == "reproduces" and "0.20" in collapse["why"]
     rescue = by_name(verdicts, "deep-decoder-6-12", "deep-decoder-6-12-plain")
-    assert rescue["verdict"] not in ("not applicable", "no verdict (confounded)") and rescue["in_family"]
+    assert rescue["verdict"] not in ("not applicable", "no verdict (confounded)")
+    assert (
+        not rescue["in_family"] and rescue["target"] is None
+    )  # the paper's +28.5 is at 15-15: against 0 only
 
     recs["pre-6-6"] = [record("pre-6-6", 1, 0.3, src=0.01)]  # nothing reads the source at these settings
     verdicts, _ = report.claim_verdicts(recs, n_samples=N_SAMPLES)
@@ -222,11 +226,11 @@ def test_the_table_at_a_glance_has_a_line_per_claim(records: dict) -> None:
     trio = by_name(verdicts, "admin-18-6", "post-6-6")["test"]
     admin = cells["admin-18-6 vs post-6-6"]
     assert (
-        f"| 3 vs 3 | {trio['delta']:+.2f} ({trio['ci95'][0]:+.2f} … {trio['ci95'][1]:+.2f}) | +2.50 |"
-        in admin
+        f"| 3 vs 3 | {trio['delta']:+.2f} ({trio['ci95'][0]:+.2f} … {trio['ci95'][1]:+.2f}) | +2.50 at 60L-12L "
+        "vs 6L-6L (not tested against) |" in admin
     )
     assert report.tests_note(by_name(verdicts, "admin-18-6", "post-6-6"), trio) in admin
-    assert "against 0" in admin and "against +2.50" in admin
+    assert "against 0" in admin and "against +2.50" not in admin  # the paper's Δ is from other depths
     assert "| Default diverges (60L-12L) |" in cells["admin-18-6 vs post-18-6"]
     collapse = cells["deep-decoder-6-12-plain vs pre-6-6"]
     assert "| src 0.20 vs 2.60 nats |" in collapse and "**reproduces**" in collapse and "Holm" not in collapse
@@ -301,7 +305,8 @@ def test_the_dsinit_dropout_control_changes_only_the_dropouts(tmp_path: Path, mo
     assert (
         "attention dropout" not in control_row["confound"] and "lr 0.0007 vs 0.001" in control_row["confound"]
     )
-    assert recipe_row["target"] == control_row["target"] == 1.08
+    assert recipe_row["target"] is control_row["target"] is None  # the paper's +1.08 is 20 vs 6 layers
+    assert recipe_row["paper_delta"] == control_row["paper_delta"] == 1.08
 
 
 def test_the_admin_lr_control_runs_only_where_admin_36_6_fails(tmp_path: Path, monkeypatch) -> None:
@@ -806,7 +811,8 @@ def test_the_workers_stop_at_until(tmp_path: Path, monkeypatch) -> None:
 def test_a_run_whose_weights_were_lost_is_retrained_last_and_keeps_its_first_numbers(
     tmp_path: Path, monkeypatch
 ) -> None:
-    """A finished run with test scores but no weights (committed or in this machine's run directory) is re-trained
+    """A finished run with test scores but no weights (committed or in this machine's run directory) is found by
+    the study and recorded as lost in the committed weights.json (which alone the report reads), then re-trained
     after every other run, with the same seed; its new record keeps what the first run measured. A run with
     weights, or one that diverged before its first checkpoint (no scores, no weights), is not re-trained."""
     import subprocess
@@ -822,7 +828,10 @@ def test_a_run_whose_weights_were_lost_is_retrained_last_and_keeps_its_first_num
     for rec in (first, record("admin-18-6", 1, 0.3), {**record("post-18-6", 1, 0.3), "test": None}):
         core._write_json(core.record_path(rec["name"], 1, a), rec)
     core.weights_path("admin-18-6", 1, a).write_bytes(b"kept")
-    assert [core.weights_lost(n, 1, a) for n in a.only] == [False, True, False, False]
+    assert not any(core.weights_lost(n, 1, a) for n in a.only)  # nothing recorded as lost yet
+    assert [core.find_lost_weights(n, 1, a) for n in a.only] == [False, True, False, False]
+    assert [core.weights_lost(n, 1, a) for n in a.only] == [False, True, False, False]  # now recorded
+    assert core._read_json(core.weights_facts_path(a))["e5"]["lost"] == [["post-6-6", 1]]
 
     started: list[str] = []
 
@@ -923,11 +932,18 @@ def _claim(system: str, baseline: str) -> depth_claims.Claim:
     return next(c for c in depth_claims.CLAIMS if (c.system, c.baseline) == (system, baseline))
 
 
+def _same(system: str, baseline: str) -> depth_claims.Claim:
+    """The claim as if the paper had measured this very comparison: its Δ is then the target (issue #67)."""
+    import dataclasses
+
+    return dataclasses.replace(_claim(system, baseline), paper_comparison="")
+
+
 def test_the_verdict_is_one_rule_with_corrected_tests_both_ways() -> None:
     """Issue #58 item 1: the old rule let "contradicts" rest on the uncorrected interval (the paper's Δ outside it)
     while "reproduces" needed Holm; now both need a corrected test: against the paper's Δ for "contradicts"
     (Holm within the claims tested against a paper's Δ), against 0 for "reproduces"; otherwise inconclusive."""
-    admin = _claim("admin-18-6", "post-6-6")  # the paper's +2.50
+    admin = _same("admin-18-6", "post-6-6")  # the paper's +2.50, as if at 18-6 vs 6-6
     outside = _t(0.9, 0.05, 1.75, 0.3)  # +2.50 outside the interval, p against it ≈ 0.0006 raw
     raw = report.decision.p_against(outside, 2.5)
     assert raw < 0.05
@@ -953,7 +969,7 @@ def test_the_verdict_is_one_rule_with_corrected_tests_both_ways() -> None:
 def test_an_interval_that_excludes_0_is_never_said_to_hold_it() -> None:
     """Issue #58: the old inconclusive wording read "both 0 and the paper's Δ are inside the CI" wherever the paper's
     Δ was inside, even for an interval that excludes 0 but whose Holm p is ≥ 0.05."""
-    claim = _claim("dlcl-18-6", "pre-18-6")  # the paper's +0.20
+    claim = _same("dlcl-18-6", "pre-18-6")  # the paper's +0.20, as if at 18L
     word, why = report.decision.decide(claim, _t(0.6, 0.1, 1.1, 0.3), 0.7)
     assert word == "inconclusive" and "both 0" not in why
     assert "excludes 0 and holds the paper's +0.20" in why
@@ -995,11 +1011,16 @@ def test_the_detectable_delta_uses_the_intervals_t_and_decides_nothing_below_it(
         "pre-18-6": [record("pre-18-6", s, 0.3) for s in (3, 4)],
         "dlcl-18-6": [record("dlcl-18-6", s, 0.3) for s in (5, 6)],
     }
-    verdicts, tests = report.claim_verdicts(recs, n_samples=N_SAMPLES)
+    claims = tuple(  # the DLCL paper's +0.2 as if measured at 18 layers: a target to decide against
+        _same(c.system, c.baseline) if (c.system, c.baseline) == ("dlcl-18-6", "pre-18-6") else c
+        for c in depth_claims.CLAIMS
+    )
+    verdicts, tests = report.claim_verdicts(recs, claims, n_samples=N_SAMPLES)
     dlcl = by_name(verdicts, "dlcl-18-6", "pre-18-6")
     test = dlcl["test"]
+    assert test["family"] == len(tests) + sum(v["in_family"] for v in verdicts)  # one family (issue #67)
     assert dlcl["detectable"] == pytest.approx(
-        detectable_delta(test["se"], depth_claims.ALPHA, len(tests), depth_claims.POWER, test["df"])
+        detectable_delta(test["se"], depth_claims.ALPHA, test["family"], depth_claims.POWER, test["df"])
     )
     assert dlcl["detectable"] > 0.2 and dlcl["verdict"] == "cannot decide at this size"
     assert "| detectable Δ |" in report.glance_table(verdicts)
@@ -1022,19 +1043,17 @@ def test_a_measured_control_is_named_in_the_confounded_row_which_counts_once_thr
     control = by_name(verdicts, "pre-18-6", "pre-6-6-lr2e-3")
     assert confounded["test"]["p_holm"] < 0.05 and control["test"]["ci95"][0] < 0 < control["test"]["ci95"][1]
     delta = f"Δ {control['test']['delta']:+.2f}"
-    assert delta in confounded["why"] and control["verdict"] in confounded["confound"]
+    assert delta in confounded["why"] and "decided in its own row" in confounded["confound"]
     assert "not significant once the confound is removed" in confounded["why"]
     assert confounded["verdict"] == "no verdict (confounded)"
     assert confounded["controlled_by"] == "pre-18-6 vs pre-6-6-lr2e-3"
     summary = report.glance_summary(verdicts, tests)
     assert "pre-18-6 vs pre-6-6 is confounded and counts once, through its control" in summary
-    counted = summary.split("Counted so: ")[1].split(" (of")[0]
+    counted = summary.split("Counted so: ")[1].split(" (")[0]
     total = sum(int(part.split(" ")[0]) for part in counted.split(", "))
     grouped = {v["group"] for v in verdicts if v.get("group")}
-    assert total == len(verdicts) - 1 - sum(
-        len([v for v in verdicts if v.get("group") == g])
-        - len({v["verdict"] for v in verdicts if v.get("group") == g})
-        for g in grouped
+    assert total == len(verdicts) - 1 - sum(  # each group once, whatever its lines' verdicts (issue #67)
+        len([v for v in verdicts if v.get("group") == g]) - 1 for g in grouped
     )
 
 
@@ -1060,8 +1079,8 @@ def test_the_seed_variance_is_unbiased_and_leaves_a_split_row_undecided() -> Non
         "admin-36-6": [record("admin-36-6", 1, 0.95, src=0.1), record("admin-36-6", 2, 0.3, src=2.5)],
     }
     verdicts, _ = report.claim_verdicts(recs, n_samples=N_SAMPLES)
-    pair = by_name(verdicts, "admin-36-6", "post-6-6")  # df ≈ 1: it could not see the paper's +2.5
-    assert pair["verdict"] == "cannot decide at this size" and "on 1 of 2 seeds" in pair["why"]
+    pair = by_name(verdicts, "admin-36-6", "post-6-6")  # df ≈ 1; tested against 0 only (the +2.5 is 60L-12L)
+    assert pair["verdict"] == "inconclusive" and "on 1 of 2 seeds" in pair["why"]
     assert "inverse-sqrt" in pair["why"]  # item 7: the schedule difference is in the row
 
 
@@ -1090,9 +1109,129 @@ def test_every_confound_is_named_and_a_confounded_row_has_no_verdict_word() -> N
     for v in committed["claims"]:
         if v["rule"] == "collapses" or v["verdict"] in ("not applicable", "cannot be tested yet"):
             continue
-        found = report.decision.confounds(v["system"], v["baseline"])
+        found = report.decision.confounds(v["system"], v["baseline"], varies=tuple(v["varies"]))
         if found:
             assert v["verdict"] == "no verdict (confounded)" and found in v["confound"], (
                 v["system"],
                 v["baseline"],
             )
+
+
+# ------------------------------------------------------------------------------------------------ issue #67
+def test_a_paper_delta_from_other_depths_is_quoted_not_tested_against() -> None:
+    """Issue #67 item 1: "admin-18-6 vs post-6-6" was "contradicts: significantly short of the paper's +2.50", a
+    gain the paper measured at 60L-12L. A target is the paper's Δ for the same comparison only; a Δ from other
+    depths is quoted with them and the claim is tested against 0 alone, which the row says. In the committed
+    report too: the only target left is "close"'s margin."""
+    recs = {
+        "post-6-6": [record("post-6-6", s, 0.3) for s in (1, 2, 3)],
+        "admin-18-6": [record("admin-18-6", s, 0.3) for s in (4, 5, 6)],
+    }
+    verdicts, _ = report.claim_verdicts(recs, n_samples=N_SAMPLES)
+    admin = by_name(verdicts, "admin-18-6", "post-6-6")
+    assert admin["target"] is None and not admin["in_family"] and admin["paper_delta"] == 2.5
+    assert "tested against 0 only: the paper's +2.50 is 60L-12L vs 6L-6L, not this comparison" in admin["why"]
+    assert "short of the paper" not in admin["why"]
+    committed = json.loads(
+        (Path(__file__).resolve().parents[2] / "bench/results/depth_multi30k.json").read_text()
+    )
+    for v in committed["claims"]:
+        assert v["target"] is None or (v["rule"] == "close" and v["target"] == -depth_claims.CLOSE_MARGIN)
+        if v["paper_delta"] is not None and v["rule"] == "better":
+            assert v["paper_comparison"], (
+                f"{v['system']} vs {v['baseline']}: whose comparison is the paper's?"
+            )
+
+
+def test_one_holm_family_and_a_verdict_that_rests_on_the_df_is_inconclusive() -> None:
+    """Issue #67 items 2 and 4: the tests against 0 and against a target were corrected in two families (22 and 5);
+    now one family holds every test the report makes. Every test is made under both df choices (Welch–
+    Satterthwaite and the seed variance's own): a verdict that differs between them is inconclusive, and the
+    word at the seed df is shown beside."""
+    recs = {
+        "post-18-6": [record("post-18-6", s, 0.3) for s in (1, 2)],
+        "admin-18-6": [record("admin-18-6", s, 0.3) for s in (3, 4)],
+        "unshared-18-6": [record("unshared-18-6", s, 0.3) for s in (5, 6)],
+        "shared-18-6": [record("shared-18-6", s, 0.3) for s in (7, 8)],
+    }
+    verdicts, tests = report.claim_verdicts(recs, n_samples=N_SAMPLES)
+    shared = by_name(verdicts, "shared-18-6", "unshared-18-6")
+    assert shared["in_family"] and tests[0]["family"] == len(tests) + 1
+    raw = [t["p_value"] for t in tests] + [shared["p_target"]]
+    adjusted = holm(raw)
+    assert [t["p_holm"] for t in tests] == pytest.approx(adjusted[:-1])
+    assert shared["p_target_holm"] == pytest.approx(adjusted[-1])
+    assert all(t["seed_df"] == 2 for t in tests)  # two seeds a side: 1 + 1
+
+    # a gain significant at the Welch–Satterthwaite df (30) and not at the seed df (2): inconclusive
+    rows = {name: summaries.row_summary(name, r) for name, r in recs.items()}
+    test = next(t for t in tests if (t["system"], t["baseline"]) == ("admin-18-6", "post-18-6"))
+    test |= {"delta": 2.0, "se": 0.55, "df": 30.0, "seed_df": 2.0, "p_value": 2 * t_sf(2.0 / 0.55, 30.0)}
+    test["ci95"] = [2.0 - t_ppf(0.975, 30.0) * 0.55, 2.0 + t_ppf(0.975, 30.0) * 0.55]
+    report.decision.correct([test], {})
+    assert test["p_holm"] < 0.05 < test["p_holm_seed"]
+    v = report.verdict(_claim("admin-18-6", "post-18-6"), rows, [test])
+    assert v["verdict"] == "inconclusive" and v["verdict_seed_df"] == "inconclusive"
+    assert "the verdict rests on the df: reproduces at the Welch–Satterthwaite df 30" in v["why"]
+    assert report.glance_table([v]).splitlines()[-1].endswith("| inconclusive |")
+    assert "| at seed df |" in report.glance_table([v])
+    test |= {"seed_df": 30.0}
+    report.decision.correct([test], {})
+    assert report.verdict(_claim("admin-18-6", "post-18-6"), rows, [test])["verdict"] == "reproduces"
+
+
+def test_a_seed_added_after_a_look_is_disclosed_and_not_used_by_the_verdict(tmp_path: Path) -> None:
+    """Issue #67 item 3: the lr control's third seed was run because its two-seed row could not decide; a seed
+    added after a look makes the test sequential, so the verdict uses the seeds fixed before looking, the report
+    says so and shows the three-seed result beside, and the run count's parts add up to it."""
+    recs = {
+        "pre-18-6": [record("pre-18-6", s, 0.3) for s in (1, 2, 3)],
+        "pre-6-6-lr2e-3": [record("pre-6-6-lr2e-3", s, 0.3) for s in (1, 2, 3)],
+    }
+    planned = [("pre-18-6", s) for s in (1, 2, 3)] + [("pre-6-6-lr2e-3", s) for s in (1, 2)]
+    markdown, payload = report.build_report(recs, args(), planned, n_samples=N_SAMPLES)
+    control = by_name(payload["claims"], "pre-18-6", "pre-6-6-lr2e-3")
+    assert control["seeds"] == {"pre-18-6": 3, "pre-6-6-lr2e-3": 2}
+    assert "**Seeds added after a look.** pre-6-6-lr2e-3 seed 3:" in markdown
+    assert "the verdicts use seeds 1-2 of pre-6-6-lr2e-3" in markdown
+    assert "with every seed (3), not used by any verdict: pre-18-6 vs pre-6-6-lr2e-3: Δ" in markdown
+    assert "6 runs finished" in payload["progress"]
+    assert "beyond the plan 1 (pre-6-6-lr2e-3 seed 3)" in payload["progress"]
+
+
+def test_the_recipe_sentence_on_dropouts_passes_through_the_rule() -> None:
+    """Issue #67 item 4: docs/recipes.md said DS-Init's dropouts "under-fit" at small scale (25.3 ± 1.0 against
+    30.9 ± 0.1), a difference no test had made. It is a claim of the report now, decided by the one rule in the
+    one family; the dropouts it varies are not its confound, the rest of the recipe is the same."""
+    recs = {
+        "dsinit-matt-18-6": [record("dsinit-matt-18-6", s, 0.45) for s in (1, 2)],
+        "dsinit-matt-18-6-low-dropout": [record("dsinit-matt-18-6-low-dropout", s, 0.2) for s in (3, 4)],
+    }
+    verdicts, tests = report.claim_verdicts(recs, n_samples=N_SAMPLES)
+    v = by_name(verdicts, "dsinit-matt-18-6-low-dropout", "dsinit-matt-18-6")
+    assert v["confound"] == "" and v["test"] is not None and v["varies"] == ["dropout", "attention_dropout"]
+    assert v["verdict"] in ("reproduces", "inconclusive", "contradicts")
+    assert ("dsinit-matt-18-6-low-dropout", "dsinit-matt-18-6") in {
+        (t["system"], t["baseline"]) for t in tests
+    }
+    assert "dropout" in report.decision.confounds("dsinit-matt-18-6-low-dropout", "dsinit-matt-18-6")
+
+
+def test_which_runs_lost_their_weights_is_committed_data(tmp_path: Path, monkeypatch) -> None:
+    """Issue #68 item 1: whether a finished run lost its weights was read from this machine's cache, so the report
+    differed between machines. It is committed data now (weights.json beside the records): a run listed as lost is
+    lost on every machine, one left out on purpose is neither lost nor re-trained, and an empty cache changes
+    nothing."""
+    monkeypatch.setattr(core, "RUNS", tmp_path / "empty-cache")
+    monkeypatch.setattr(core, "RECORDS", tmp_path / "records")
+    a = args()
+    for name in ("post-6-6", "pre-6-6"):
+        core._write_json(core.record_path(name, 1, a), record(name, 1, 0.3))
+    assert not core.weights_lost("post-6-6", 1, a)  # no weights anywhere, but not recorded as lost
+    core._write_json(
+        core.weights_facts_path(a), {"e5": {"lost": [["post-6-6", 1]], "not_committed": [["pre-6-6", 1]]}}
+    )
+    assert core.weights_lost("post-6-6", 1, a) and not core.weights_lost("pre-6-6", 1, a)
+    assert core.weights_left_out("pre-6-6", 1, a) and not core.find_lost_weights("pre-6-6", 1, a)
+    lost = pricing.lost_weights(core.load_records(tmp_path / "records", 5), a)
+    assert [(x["row"], x["seed"]) for x in lost] == [("post-6-6", 1)]

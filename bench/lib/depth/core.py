@@ -82,14 +82,54 @@ def run_history(name: str, seed: int, args: argparse.Namespace) -> list[dict[str
     return _read_json(run_dir(name, seed, args) / "epochs.json", [])
 
 
+def weights_facts_path(args: argparse.Namespace) -> Path:
+    """The committed facts about the weights the records cannot show (`weights.json` beside the records): per
+    budget, the finished runs whose averaged weights were lost with their machine ("lost", written by the study
+    when it finds one: `find_lost_weights`) and those left out of the repository on purpose ("not_committed")."""
+    return records_root(args) / "weights.json"
+
+
+def _weights_facts(args: argparse.Namespace) -> dict[str, list[list[Any]]]:
+    budget = _read_json(weights_facts_path(args), {}).get(f"e{args.epochs}", {})
+    return {key: [list(run) for run in budget.get(key, [])] for key in ("lost", "not_committed")}
+
+
 def weights_lost(name: str, seed: int, args: argparse.Namespace) -> bool:
-    """Whether NAME's finished run with SEED has test scores but no averaged weights, neither committed nor in
-    this machine's run directory (it ran on a machine not handed on, before the study kept weights): the study
-    re-trains it, last, with the same seed; its record's numbers stand until then (`finish` keeps them)."""
+    """Whether NAME's finished run with SEED is one whose averaged weights were lost (committed data: listed as
+    "lost" in `weights_facts_path`, its record has test scores and no weights were committed since): the study re-trains it, last, with the same
+    seed; its record's numbers stand until then (`finish` keeps them). Reads committed files only, so the report
+    is the same on every machine."""
     record = _read_json(record_path(name, seed, args))
     if record is None or record.get("test") is None or weights_path(name, seed, args).exists():
         return False
-    return not (run_dir(name, seed, args) / "averaged" / "config.json").exists()
+    return [name, seed] in _weights_facts(args)["lost"]
+
+
+def weights_left_out(name: str, seed: int, args: argparse.Namespace) -> bool:
+    """Whether NAME's run with SEED is one whose weights are left out of the repository on purpose
+    ("not_committed" in `weights_facts_path`): the study neither writes them beside the record nor re-trains it."""
+    return [name, seed] in _weights_facts(args)["not_committed"]
+
+
+def find_lost_weights(name: str, seed: int, args: argparse.Namespace) -> bool:
+    """Whether NAME's run with SEED has test scores but no averaged weights, neither committed nor in this
+    machine's run directory, nor left out on purpose (it ran on a machine not handed on, before the study kept
+    weights); if so, record it as "lost" in `weights_facts_path` (the study calls this where it runs)."""
+    record = _read_json(record_path(name, seed, args))
+    if record is None or record.get("test") is None or weights_path(name, seed, args).exists():
+        return False
+    facts = _weights_facts(args)
+    if (
+        weights_left_out(name, seed, args)
+        or (run_dir(name, seed, args) / "averaged" / "config.json").exists()
+    ):
+        return False
+    if [name, seed] not in facts["lost"]:
+        everything = _read_json(weights_facts_path(args), {})
+        facts["lost"].append([name, seed])
+        everything[f"e{args.epochs}"] = facts
+        _write_json(weights_facts_path(args), everything)
+    return True
 
 
 def load_records(root: Path, epochs: int) -> dict[str, list[dict[str, Any]]]:

@@ -221,6 +221,7 @@ def progress(
         if s == depth_rows.SECOND_SEED and n not in headline and n not in depth_rows.CONTROLS
     ]
     controls = [(n, s) for n, s in planned if n in depth_rows.CONTROLS]
+    beyond = [run for run in finished if run not in set(planned)]  # so that the parts add up to the count
     running = [f"{x['row']} seed {x['seed']} ({epochs_done(x)})" for x in left if x["epochs_done"]]
     known = [x["cpu_hours"] for x in left if x["cpu_hours"] is not None]
     unknown = [f"{x['row']} seed {x['seed']}" for x in left if x["cpu_hours"] is None]
@@ -234,6 +235,11 @@ def progress(
         + (
             f", the controls of issue #50 {sum(run in done for run in controls)} of {len(controls)}"
             if controls
+            else ""
+        )
+        + (
+            f", beyond the plan {len(beyond)} ({', '.join(f'{n} seed {s}' for n, s in beyond)})"
+            if beyond
             else ""
         )
         + ". "

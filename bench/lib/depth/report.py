@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from deep_nmt_hf.science.significance import detectable_delta, holm, seed_and_sentence_test
+from deep_nmt_hf.science.significance import detectable_delta, seed_and_sentence_test
 
 from ..claims_plot import forest_plot
 from ..common import RESULTS, markdown_table, write_results
@@ -39,6 +39,7 @@ from .claims import (
     COLLAPSE_SHARE,
     CONTRADICTS,
     INCONCLUSIVE,
+    INTERIM,
     N_SAMPLES,
     NO_VERDICT,
     NOT_APPLICABLE,
@@ -173,9 +174,7 @@ def run_comparisons(
                         alike[name] = seed_and_sentence_test(b, x, n_samples=n_samples)
                 test["decoded_alike"] = alike
         tests.append(test)
-    for test, adjusted in zip(tests, holm([t["p_value"] for t in tests]), strict=True):
-        test["p_holm"] = adjusted
-        test["detectable"] = decision.detectable(test, len(tests))
+    decision.correct(tests, {})  # the tests against 0 alone; claim_verdicts adds the tests against targets
     return tests
 
 
@@ -201,7 +200,8 @@ def describe_test(test: dict[str, Any]) -> str:
 def pair_confound(claim: Claim, system: str, baseline: str, warmup_scale: float = 0.1) -> str:
     """Every confound of a comparison (issue #58): the training settings its rows differ in (decision.confounds)
     and what the claim names besides ("" where there is none)."""
-    parts = [text for text in (decision.confounds(system, baseline, warmup_scale), claim.confound) if text]
+    found = decision.confounds(system, baseline, warmup_scale, claim.varies)
+    parts = [text for text in (found, claim.confound) if text]
     return f"confounded: {'; '.join(parts)}" if parts else ""
 
 
@@ -209,14 +209,17 @@ def verdict(
     claim: Claim,
     rows: dict[str, dict[str, Any]],
     tests: Sequence[dict[str, Any]],
-    p_target_holm: dict[str, float] | None = None,
+    p_target_holm: dict[str, dict[str, float]] | None = None,
     warmup_scale: float = 0.1,
 ) -> dict[str, Any]:
     """The verdict on one claim by the one rule (depth.decision): {"paper", "claim", "system", "baseline",
     "verdict" (claims.VERDICTS), "why", "paper_number", "panel", "seeds", "test", "confound", "schedule",
-    "group", "detectable", "target", "p_target", "p_target_holm", "in_family"}. `p_target_holm`: the corrected
-    tests against the claims' targets by "system vs baseline" (claim_verdicts computes them from a first pass,
-    which marks the claims whose verdict rests on them: "in_family")."""
+    "group", "detectable", "target", "p_target", "p_target_holm", "in_family", "verdict_seed_df", ...}.
+    `p_target_holm`: the corrected tests against the claims' targets by "system vs baseline", {choice: p} for
+    each df choice (claim_verdicts computes them, in the one family, from a first pass, which marks the claims
+    whose verdict rests on them: "in_family"). The verdict is decided under both df choices
+    (decision.DF_CHOICES); where the two disagree it is inconclusive (issue #67), and "verdict_seed_df" is the
+    word at the seed df."""
     system, baseline = resolve(claim, rows)
     pair = f"{system} vs {baseline}"
     out = {
@@ -227,6 +230,8 @@ def verdict(
         "rule": claim.rule,
         "paper_number": claim.paper_number,
         "paper_delta": claim.paper_delta,
+        "paper_comparison": claim.paper_comparison,
+        "varies": list(claim.varies),
         "paper_outcome": claim.paper_outcome,
         "panel": claim.panel,
         "group": claim.group,
@@ -238,7 +243,10 @@ def verdict(
         "target": decision.target(claim),
         "p_target": None,
         "p_target_holm": None,
+        "p_target_seed": None,
+        "p_target_holm_seed": None,
         "in_family": False,
+        "verdict_seed_df": None,
     }
 
     def done(word: str, why: str) -> dict[str, Any]:
@@ -247,14 +255,24 @@ def verdict(
             notes.append(out["confound"])
         if claim.schedule:
             notes.append(claim.schedule)
-        return out | {"verdict": word, "why": "; ".join(notes)}
+        return out | {
+            "verdict": word,
+            "why": "; ".join(notes),
+            "verdict_seed_df": out["verdict_seed_df"] or word,
+        }
 
     if system is None:
         deep = [n for n in rows if (d := depth(n)) is not None and sum(d) > 12]
         if deep:
             return done(NOT_AT_SCALE, f"every deep row with a record fails ({', '.join(deep)})")
         return done(NOT_YET, "no deep row has a record")
-    if claim.rule != "collapses":  # a collapse is a diagnosis of one row: its baseline only scales the floor
+    if claim.rule == "collapses":  # a diagnosis of one row: its baseline only scales the floor, said so
+        if differs := decision.confounds(system, baseline, warmup_scale):
+            out["confound"] = (
+                f"the rows train differently ({differs}), which the verdict does not rest on: a collapse is "
+                f"{system}'s own source reliance, and {baseline} only sets its floor"
+            )
+    else:
         out["confound"] = pair_confound(claim, system, baseline, warmup_scale)
         control = claim.control.split(" vs ") if claim.control else []
         if out["confound"] and control and not all(n in rows for n in control):
@@ -335,6 +353,7 @@ def verdict(
     value = out["target"]
     if value is not None:
         out["p_target"] = decision.p_against(test, value)
+        out["p_target_seed"] = decision.p_against(decision.at_df(test, "seed_df"), value)
     if claim.rule == "close":
         ratio = rows[system]["num_parameters"] / rows[baseline]["num_parameters"]
         explained.append(f"parameters {ratio:.0%} of {baseline}'s")
@@ -349,16 +368,35 @@ def verdict(
         return done(NO_VERDICT, f"{facts}Δ and its tests only ({tests_text}){tail}")
     out["in_family"] = value is not None
     if value is not None:
-        out["p_target_holm"] = (p_target_holm or {}).get(pair, out["p_target"])
-    if decision.too_small(claim, test):
-        return done(
-            CANNOT_DECIDE,
-            f"{facts}the paper's {claim.paper_delta:+.2f} lies {decision.distance(claim):.2f} BLEU from "
-            f"{decision.null(claim):g}, under the {test['detectable']:.2f} this comparison detects with "
-            f"{POWER:.0%} power after Holm (against 0 Holm p {decision.p_short(test['p_holm'])}; against "
-            f"{value:+.2f} Holm p {decision.p_short(out['p_target_holm'])}){tail}",
+        corrected = (p_target_holm or {}).get(pair, {})
+        out["p_target_holm"] = corrected.get("df", out["p_target"])
+        out["p_target_holm_seed"] = corrected.get("seed_df", out["p_target_seed"])
+    if claim.paper_comparison and claim.paper_delta is not None:
+        facts += (
+            f"tested against 0 only: the paper's {claim.paper_delta:+.2f} is {claim.paper_comparison}, not this "
+            "comparison; "
         )
-    word, why = decision.decide(claim, test, out["p_target_holm"])
+
+    def judged(t: dict[str, Any], p_target: float | None) -> tuple[str, str]:
+        if decision.too_small(claim, t):
+            return (
+                CANNOT_DECIDE,
+                f"the paper's {claim.paper_delta:+.2f} lies {decision.distance(claim):.2f} BLEU from "
+                f"{decision.null(claim):g}, under the {t['detectable']:.2f} this comparison detects with "
+                f"{POWER:.0%} power after Holm (df {t['df']:.3g}; against 0 Holm p {decision.p_short(t['p_holm'])};"
+                f" against {value:+.2f} Holm p {decision.p_short(p_target)})",
+            )
+        return decision.decide(claim, t, p_target)
+
+    word, why = judged(test, out["p_target_holm"])
+    seed_word, _ = judged(decision.at_df(test, "seed_df"), out["p_target_holm_seed"])
+    out["verdict_seed_df"] = seed_word
+    if seed_word != word:
+        flip = (
+            f"the verdict rests on the df: {word} at the Welch–Satterthwaite df {test['df']:.3g}, {seed_word} at "
+            f"the seed df {test['seed_df']:.3g}; "
+        )
+        return done(INCONCLUSIVE, facts + flip + why + tail)
     return done(word, facts + why + tail)
 
 
@@ -390,17 +428,21 @@ def claim_verdicts(
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """(verdicts, comparisons): every claim's verdict, and the Holm-corrected comparisons they rest on (with
     `args`, the rescored comparisons of pairs that decode differently, where `--rescore` ran). Two passes: the
-    first finds the claims whose verdict rests on a test against their target (the family "paper"), Holm
-    corrects those tests together, the second decides with the corrected p."""
+    first finds the claims whose verdict rests on a test against their target, Holm corrects those tests and
+    every comparison's test against 0 as one family (decision.correct, under each df choice), the second decides
+    with the corrected p."""
     rows = {name: row_summary(name, recs) for name, recs in records.items()}
     tests = run_comparisons(records, claims, n_samples, args)
     scale = next(
         (r["settings"]["warmup_scale"] for recs in records.values() for r in recs if r.get("settings")), 0.1
     )
     first = [verdict(claim, rows, tests, warmup_scale=scale) for claim in claims]
-    family = decision.holm_family(
-        {f"{v['system']} vs {v['baseline']}": v["p_target"] for v in first if v["in_family"]}
-    )
+    targets = {
+        f"{v['system']} vs {v['baseline']}": {"df": v["p_target"], "seed_df": v["p_target_seed"]}
+        for v in first
+        if v["in_family"]
+    }
+    family = decision.correct(tests, targets)  # one Holm family: every test against 0 and against a target
     verdicts = [verdict(claim, rows, tests, family, scale) for claim in claims]
     return with_controls(verdicts, claims), tests
 
@@ -417,7 +459,7 @@ def with_controls(verdicts: list[dict[str, Any]], claims: Sequence[Claim]) -> li
         low, high = t["ci95"]
         outcome = (
             f"{v['confound']}; controlled: {claim.control} gives Δ {t['delta']:+.2f} ({low:+.2f} … {high:+.2f}), "
-            f"{control['verdict']}"
+            "decided in its own row"
         )
         if v["test"] and v["test"]["p_holm"] < ALPHA and t["p_holm"] >= ALPHA:
             outcome += ": the difference here is not significant once the confound is removed"
@@ -509,13 +551,15 @@ def glance_table(verdicts: Sequence[dict[str, Any]]) -> str:
                 measured,
                 v["paper_outcome"]
                 if v["paper_delta"] is None
-                else _cell(v["paper_delta"], None, 2, signed=True),
+                else _cell(v["paper_delta"], None, 2, signed=True)
+                + (f" at {v['paper_comparison']} (not tested against)" if v.get("paper_comparison") else ""),
                 f"{v['detectable']:.2f}" if v.get("detectable") is not None else "—",
                 word + tests_note(v, test) + "".join(f"; {n}" for n in notes),
+                v.get("verdict_seed_df") or v["verdict"],
             ]
         )
     header = ["paper", "system vs baseline", "seeds", "Δ BLEU (95% CI)", "the paper (Δ BLEU)", "detectable Δ"]
-    return markdown_table(header + ["verdict"], body)
+    return markdown_table(header + ["verdict", "at seed df"], body)
 
 
 def tests_note(v: dict[str, Any], test: dict[str, Any] | None) -> str:
@@ -538,12 +582,13 @@ def glance_summary(verdicts: Sequence[dict[str, Any]], tests: Sequence[dict[str,
     counted = sentences.counted(verdicts)
     lines = []
     for group, members in groups.items():
-        words = sorted({m["verdict"] for m in members})  # each distinct outcome of the phenomenon counts once
+        words = sorted({m["verdict"] for m in members})
         tally = ", ".join(f"{sum(m['verdict'] == w for m in members)} {w}" for w in words)
         lines.append(
             f"{group.split(' ')[0]} marks {len(members)} claims that rest on one observation,"
             f" {group.split(' ', 1)[1]} ({tally}; {sum('DeepNorm' in m['paper_outcome'] for m in members)} of them "
-            "concern DeepNorm, which is in none of the five papers): count it once."
+            f"concern DeepNorm, which is in none of the five papers): counted once, by its first line "
+            f"({members[0]['system']} vs {members[0]['baseline']}: {members[0]['verdict']})."
         )
     lines.extend(
         f"{v['system']} vs {v['baseline']} is confounded and counts once, through its control "
@@ -554,28 +599,30 @@ def glance_summary(verdicts: Sequence[dict[str, Any]], tests: Sequence[dict[str,
     lines.append(
         "Counted so: "
         + ", ".join(f"{n} {w}" for w, n in counted.items())
-        + f" (of {len(verdicts)} claim lines)."
+        + f" ({sentences.counted_lines(verdicts)} counted of {len(verdicts)} claim lines)."
     )
     trained = [t for t in tests if abs(t["delta"]) < 10]  # pairs where both rows translate
     if trained:
         floor = statistics.median(t["sentence_se"] for t in trained)
-        m = len(tests)
+        m = tests[0].get("family", len(tests))
         lines.append(
-            f"**What this test set can detect.** With {trained[0]['sentences']} test sentences and Holm over {m} "
-            f"comparisons, the smallest Δ found with {POWER:.0%} power is (t_df(1 − {ALPHA:g}/(2·{m})) + "
+            f"**What this test set can detect.** With {trained[0]['sentences']} test sentences and Holm over the {m} "
+            f"tests of this report, the smallest Δ found with {POWER:.0%} power is (t_df(1 − {ALPHA:g}/(2·{m})) + "
             f"t_df({POWER:g})) × se, with each comparison's own df: "
             f"{detectable_delta(floor, ALPHA, m, POWER):.2f} BLEU from the sentences alone (median sentence se "
             f"{floor:.2f} over the {len(trained)} comparisons between rows that both translate; df ∞), "
             f"{statistics.median(t['detectable'] for t in trained):.2f} BLEU with the seeds' variance added (median "
-            "of those comparisons; each comparison's own in the column). A paper's Δ closer to 0 than a "
-            f"comparison's own cannot be decided by it: {CANNOT_DECIDE}."
+            "of those comparisons at the Welch–Satterthwaite df; each comparison's own in the column), "
+            f"{statistics.median(t['detectable_seed'] for t in trained):.2f} BLEU at the seed df. A target closer to "
+            f"its null than a comparison's own cannot be decided by it: {CANNOT_DECIDE}."
         )
     return "\n\n".join(lines)
 
 
 def comparisons_table(tests: Sequence[dict[str, Any]], verdicts: Sequence[dict[str, Any]] = ()) -> str:
-    """Every comparison: Δ, interval, p and Holm p against 0 (the family of all of them), and for the claims whose
-    verdict rests on a test against their target (the family "paper") that target with its p and Holm p."""
+    """Every comparison: Δ, interval, df, p and Holm p against 0, and for the claims whose verdict rests on a test
+    against their target that target with its p and Holm p (one Holm family over all of these tests); the df, p
+    and Holm p at the seed df beside."""
     family = {(v["system"], v["baseline"]): v for v in verdicts if v.get("in_family")}
     header = [
         "system",
@@ -585,10 +632,13 @@ def comparisons_table(tests: Sequence[dict[str, Any]], verdicts: Sequence[dict[s
         "BLEU baseline",
         "Δ BLEU",
         "95% CI",
+        "df",
         "p",
         "Holm p",
+        "seed df",
+        "Holm p (seed df)",
     ]
-    header += ["target", "p (target)", "Holm p (target)"]
+    header += ["target", "p (target)", "Holm p (target)", "Holm p (target, seed df)"]
     body = []
     for t in tests:
         v = family.get((t["system"], t["baseline"]))
@@ -601,11 +651,15 @@ def comparisons_table(tests: Sequence[dict[str, Any]], verdicts: Sequence[dict[s
                 f"{t['baseline_bleu']:.2f}",
                 f"{t['delta']:+.2f}",
                 f"{t['ci95'][0]:+.2f} … {t['ci95'][1]:+.2f}",
+                f"{t['df']:.3g}",
                 p_text(t["p_value"]),
                 p_text(t["p_holm"]),
+                f"{t['seed_df']:.3g}",
+                p_text(t["p_holm_seed"]),
                 f"{v['target']:+.2f}" if v else "—",
                 p_text(v["p_target"]) if v else "—",
                 p_text(v["p_target_holm"]) if v else "—",
+                p_text(v["p_target_holm_seed"]) if v else "—",
             ]
         )
     return markdown_table(header, body)
@@ -830,7 +884,8 @@ def build_report(
     re-train for their weights (`lost_weights`); `pilot`: the budget pilot's payload (pilot.build_pilot),
     whose conclusion the settings quote."""
     rows = {name: row_summary(name, recs) for name, recs in records.items()}
-    verdicts, tests = claim_verdicts(records, CLAIMS, n_samples, args)
+    verdicts, tests = claim_verdicts(primary_records(records), CLAIMS, n_samples, args)
+    interim = interim_markdown(records, n_samples, args)
     all_settings = [r["settings"] for recs in records.values() for r in recs if r.get("settings")]
     settings = {**core.settings(args), **(all_settings[0] if all_settings else {})}
     differing = sorted({k for s in all_settings for k in s if s.get(k) != settings.get(k)})
@@ -850,9 +905,10 @@ def build_report(
         "epochs",
         progress(planned, records, left, lost),
         "## Verdicts at a glance",
-        decision.rule_text(sum(v["in_family"] for v in verdicts)),
+        decision.rule_text(len(tests), sum(v["in_family"] for v in verdicts)),
         glance_table(verdicts),
         glance_summary(verdicts, tests),
+        *([interim] if interim else []),
         "Each claim in words, the rules behind the verdicts and the paper's own tables: [Claims](#claims); "
         "the same at a glance as a plot: [depth_multi30k_claims.png](depth_multi30k_claims.png).",
         "## Settings",
@@ -878,7 +934,7 @@ def build_report(
         markdown.append(rerun)
     markdown += ["## Claims", RULES, claims_markdown(verdicts)]
     markdown += [
-        "### Every comparison, Holm-corrected in its family",
+        "### Every test, Holm-corrected in one family",
         comparisons_table(tests, verdicts) if tests else "None yet.",
     ]
     markdown += ["## What this study cannot say", LIMITS]
@@ -894,7 +950,7 @@ def build_report(
         "settings": settings,
         "rules": {
             "text": RULES,
-            "decision": decision.rule_text(sum(v["in_family"] for v in verdicts)),
+            "decision": decision.rule_text(len(tests), sum(v["in_family"] for v in verdicts)),
             "families": {
                 "zero": len(tests),
                 "paper": sorted(f"{v['system']} vs {v['baseline']}" for v in verdicts if v["in_family"]),
@@ -976,6 +1032,43 @@ def plot(records: dict[str, list[dict[str, Any]]], path: Path, title: str) -> No
 
 
 # ------------------------------------------------------------------------------------------------ the report
+def primary_records(records: dict[str, list[dict[str, Any]]]) -> dict[str, list[dict[str, Any]]]:
+    """The records the verdicts use: of a row in claims.INTERIM, only the seeds fixed before its result was
+    looked at (issue #67: a seed added because of an interim look is not a fixed-n test)."""
+    return {
+        name: [r for r in recs if name not in INTERIM or r["seed"] <= INTERIM[name][0]]
+        for name, recs in records.items()
+    }
+
+
+def interim_markdown(
+    records: dict[str, list[dict[str, Any]]],
+    n_samples: int = N_SAMPLES,
+    args: argparse.Namespace | None = None,
+) -> str:
+    """The seeds added after an interim look (claims.INTERIM), disclosed: which, why, and each comparison of the
+    row with every seed, beside the verdicts', which use the seeds fixed before looking ("" where none)."""
+    lines = []
+    for name, (fixed, why) in INTERIM.items():
+        later = [r["seed"] for r in records.get(name, []) if r["seed"] > fixed]
+        if not later:
+            continue
+        claims = [c for c in CLAIMS if name in (c.system, c.baseline)]
+        tests = run_comparisons(records, claims, n_samples, args)
+        shown = "; ".join(
+            f"{t['system']} vs {t['baseline']}: Δ {t['delta']:+.2f} (95% CI {t['ci95'][0]:+.2f} … "
+            f"{t['ci95'][1]:+.2f}, df {t['df']:.3g}), p {p_text(t['p_value'])} (uncorrected)"
+            for t in tests
+        )
+        seeds = ", ".join(str(s) for s in later)
+        lines.append(
+            f"**Seeds added after a look.** {name} seed {seeds}: {why}. A seed added because of what the first ones "
+            f"showed makes the test sequential, so the verdicts use seeds 1-{fixed} of {name}, fixed before "
+            f"looking; with every seed ({len(records[name])}), not used by any verdict: {shown}."
+        )
+    return "\n\n".join(lines)
+
+
 def rerun_markdown(records: dict[str, list[dict[str, Any]]]) -> str:
     """Runs re-trained with the same seed to keep their weights, beside what the first run measured: how far
     one seed's result reproduces on another machine."""

@@ -614,18 +614,20 @@ def start_worker(name: str, seed: int, args: argparse.Namespace) -> subprocess.P
 def orchestrate(args: argparse.Namespace) -> None:
     """Run the plan `--jobs` at a time, each model in its own process with one thread (niced to 19: the study
     runs beside other work); finished runs (a record in bench/results/depth_multi30k/) are skipped, except those
-    whose weights were lost (`weights_lost`): they are re-trained last, with the same seed."""
+    whose weights were lost (`core.find_lost_weights`, which records them in the committed weights.json): they
+    are re-trained last, with the same seed."""
     multi30k_dir()
     multi30k_tokenizer(args.vocab_size)  # train the tokenizer once, before the workers start
     todo, retrain = [], []
     for name, seed in plan(args):
         if core.record_path(name, seed, args).exists():
-            if not core.weights_path(name, seed, args).exists() and keep_weights(name, seed, args):
+            kept = core.weights_path(name, seed, args).exists() or core.weights_left_out(name, seed, args)
+            if not kept and keep_weights(name, seed, args):
                 print(
                     f"[{name} seed {seed}] averaged weights: {core.weights_path(name, seed, args)}",
                     flush=True,
                 )
-            if core.weights_lost(name, seed, args):
+            if core.find_lost_weights(name, seed, args):
                 print(
                     f"[{name} seed {seed}] finished, but its averaged weights were not kept (it ran on a machine "
                     "not handed on): re-trained last, with the same seed, to keep them",
