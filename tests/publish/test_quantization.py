@@ -115,3 +115,14 @@ def test_int8_refuses_what_it_cannot_serve(monkeypatch) -> None:
     )
     with pytest.raises(Int8Unavailable, match=r"needs torchao.*pip install 'deep_nmt_hf\[int8\]'"):
         check_int8()
+
+
+@pytest.mark.parametrize("method", ["torchao-dynamic", "torchao-weight-only"])
+def test_torchaos_own_int8_methods_translate_as_fp32(method: str, trained) -> None:
+    """torchao's built-in configs (the GPU check's int8 on CUDA is "torchao-dynamic") through the same call."""
+    reference = trained["base"]
+    ids, mask, _ = counting_batch([6, 8, 5, 7, 8, 4, 6, 7], seed=3)
+    quantized = quantize_int8(copy.deepcopy(reference), method=method)
+    assert type(quantized.get_output_embeddings().weight).__name__ == "Int8Tensor"
+    agreement, gap = _compare(reference, quantized, ids, mask)
+    assert agreement >= MIN_AGREEMENT and gap <= MAX_NATS_PER_TOKEN, (agreement, gap)
