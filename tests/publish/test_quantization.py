@@ -126,3 +126,15 @@ def test_torchaos_own_int8_methods_translate_as_fp32(method: str, trained) -> No
     assert type(quantized.get_output_embeddings().weight).__name__ == "Int8Tensor"
     agreement, gap = _compare(reference, quantized, ids, mask)
     assert agreement >= MIN_AGREEMENT and gap <= MAX_NATS_PER_TOKEN, (agreement, gap)
+
+
+def test_private_torch_surfaces_of_int8_onednn() -> None:
+    """The private / internal torch names int8_onednn.py reads: the CPU feature checks behind `full_range_weights`
+    (a missing one would silently mean 7-bit weights) and oneDNN's int8 linear ops."""
+    from deep_nmt_hf.publish.int8_onednn import full_range_weights
+
+    for name in ("_is_vnni_supported", "_is_amx_tile_supported"):
+        assert callable(getattr(torch.cpu, name, None)), name
+    assert isinstance(full_range_weights(), bool)
+    assert "tensor" in torch.ops.onednn.qlinear_pointwise.overloads()
+    assert callable(torch.ops.onednn.qlinear_prepack)
