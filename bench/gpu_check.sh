@@ -13,9 +13,12 @@
 #   5. dlcl        bench/dlcl_throughput.py --device cuda: pre-LN / DLCL / DLCL before / DLCL fused  (item 4)
 #   6. test_cuda   the CUDA tests
 #   7. decode      bench/gpu_training.py --sections generate: eager, static cache + compile          (item 3)
+#   8. serve       bench/gpu_training.py --sections generate --generate-precisions fp32 bf16 fp16 int8: base 6-6,
+#                  MAtt 12-12 and Marian 6-6 in fp32 / bf16 / fp16 and int8 (torchao's dynamic int8 on CUDA; a row
+#                  says "refused" where torchao is missing)                                     (issue #65 item 3)
 # At most 8 files go to $OUT (the device tool's limit): run.log (the CUDA tests' output too), gpu_stalls.json,
-# gpu_training.json, gpu_decode.json, dlcl_throughput_cuda.json, launch_depth.json (the two launches' metrics, the
-# depth row's record, its wall time and the projection). The markdown tables are redrawn here from the json:
+# gpu_training.json, gpu_decode.json, gpu_serve.json, dlcl_throughput_cuda.json, launch_depth.json (the two
+# launches' metrics, the depth row's record, its wall time and the projection). The markdown tables are redrawn here from the json:
 #   python -c "import sys, json, pathlib, bench.lib.gpu.report as g; \
 #     p = pathlib.Path(sys.argv[1]); p.with_suffix('.md').write_text(g.markdown(json.loads(p.read_text())))" FILE
 # Before the call (the depth row reads Multi30k, which does not travel from ../shared):
@@ -31,7 +34,7 @@ LOG="$OUT/run.log"
 PY=${PYTHON:-python3}
 QUICK=${QUICK:-}  # QUICK=1: the same commands as a CPU smoke run (tiny shapes), to check the script before a call
 BUDGET=${BUDGET:-570}  # seconds for the whole call: a part that would start later is skipped
-PARTS=${PARTS:-stalls compile depth launch dlcl test decode}  # e.g. PARTS="dlcl test decode" for a second call
+PARTS=${PARTS:-stalls compile depth launch dlcl test decode serve}  # e.g. PARTS="dlcl test decode" for a second call
 START=$(date +%s)
 WORK=$(mktemp -d /tmp/gpu_check.XXXXXX)  # the launches' data and outputs: fresh every call
 if [ -d .whl ] && [ -z "$QUICK" ]; then
@@ -155,6 +158,10 @@ fi
 # 7) generation: eager, static cache + compile (item 3)
 run decode 90 "$PY" -m bench.gpu_training $DEV $TRAIN_Q --sections generate --variants admin-60-12 marian-6-6 \
   --compile-variants all --generate-repeats 1 --no-references --budget-s 80 --out "$OUT/gpu_decode"
+# 8) serving precisions beside Marian: fp32 / bf16 / fp16 / int8 eager generate (issue #65 item 3)
+run serve 60 "$PY" -m bench.gpu_training $DEV $TRAIN_Q --sections generate --variants base-6-6 matt-12-12 \
+  --generate-precisions fp32 bf16 fp16 int8 --compile-variants --generate-repeats 2 --no-references --budget-s 55 \
+  --out "$OUT/gpu_serve"
 rm -f "$OUT"/*.png "$OUT"/*.md
 part done
 ls -la "$OUT" >> "$LOG"

@@ -129,6 +129,14 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
         "--generate-tokens", type=int, help="decoded tokens per sentence (default 32; --quick 4)"
     )
     parser.add_argument("--generate-repeats", type=int, default=2)
+    parser.add_argument(
+        "--generate-precisions",
+        nargs="+",
+        default=["fp32"],
+        choices=("fp32", "bf16", "fp16", "int8"),
+        help="generate rows beside fp32 eager: the model cast to bf16 / fp16, or int8 (publish/quantization.py: "
+        "oneDNN on a CPU, torchao's dynamic int8 on CUDA)",
+    )
     parser.add_argument("--no-references", action="store_true", help="skip the Marian / nn.Transformer rows")
     parser.add_argument(
         "--budget-s", type=float, help="skip (and record) parts that start after this many seconds"

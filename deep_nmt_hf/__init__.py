@@ -44,6 +44,8 @@ _EXPORTS: dict[str, str] = {
     "FoldCheckError": ".publish.folding",
     "export_ctranslate2": ".publish.export",
     "export_model": ".publish.export",
+    "int8_quantization_config": ".publish.quantization",
+    "quantize_int8": ".publish.quantization",
     "convert_fairseq": ".publish.convert_fairseq",
     "FairseqMosesTokenizer": ".model.tokenization_moses",
     "PairedTokenizerFast": ".model.tokenization_paired",

@@ -22,6 +22,7 @@ from .common import (
     add_threads_flag,
     apply_threads,
     precheck,
+    quiet_import_notices,
 )
 from .interrupt import EXIT_INTERRUPTED, interrupted_message
 from .train import CHOICE_FLAGS
@@ -56,6 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of `deep-nmt`; returns the exit code (0 ok, 2 error)."""
     parser, handlers = _parser_and_handlers()
     args = parser.parse_args(argv)  # --help and flag errors exit here, before torch is imported
+    quiet_import_notices()
     try:
         precheck(args)
     except (ValueError, OSError) as err:

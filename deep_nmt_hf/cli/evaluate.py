@@ -41,6 +41,7 @@ def add_parsers(commands: Any) -> dict[str, Any]:
         "--max-samples", type=int, metavar="N", help="score only the first N sentences of the split"
     )
     evaluate.add_argument("--json", action="store_true", help="print the result as JSON")
+    _add_int8_flag(evaluate)
 
     translate = commands.add_parser(
         "translate",
@@ -73,8 +74,18 @@ def add_parsers(commands: Any) -> dict[str, Any]:
         "line empty, translate the rest and exit with code 2; replace = translate it with U+FFFD for the bad "
         "bytes",
     )
+    _add_int8_flag(translate)
 
     return {"evaluate": _cmd_evaluate, "translate": _cmd_translate}
+
+
+def _add_int8_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--int8",
+        action="store_true",
+        help="quantize every linear layer to int8 at load time (CPU; torchao, the `int8` extra: "
+        "publish/quantization.py)",
+    )
 
 
 def _cmd_evaluate(args: argparse.Namespace) -> int:
@@ -107,6 +118,7 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         batch_size=args.batch_size,
         max_length=args.max_new_tokens,
         max_samples=args.max_samples,
+        int8=args.int8,
     )
     if args.json:
         print(json.dumps(result, indent=2))
@@ -129,7 +141,15 @@ def _cmd_translate(args: argparse.Namespace) -> int:
         codecs.lookup(args.encoding)
     except LookupError:
         raise ValueError(f"--encoding {args.encoding}: unknown encoding") from None
+    if args.int8:
+        from ..publish.quantization import check_int8
+
+        check_int8()  # before loading: one line where torchao is missing
     model, tokenizer = _load_model(args.model)
+    if args.int8:
+        from ..publish.quantization import quantize_int8
+
+        quantize_int8(model)
     if args.compile:
         from ..training.compilation import compiled_decoding
 

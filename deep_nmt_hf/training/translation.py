@@ -18,6 +18,7 @@ from transformers import (
 
 from ..data import load_parallel
 from ..model.tokenization_paired import load_folder_tokenizer
+from ..publish.quantization import check_int8, quantize_int8
 from .metrics import compute_translation_metrics
 
 logger = logging.getLogger(__name__)
@@ -98,12 +99,14 @@ def evaluate_model(
     max_length: int | None = None,
     progress: bool = True,
     max_samples: int | None = None,
+    int8: bool = False,
 ) -> dict[str, Any]:
     """Translate one split with a saved model and score it: BLEU / chrF / TER with signatures.
 
     `max_length` bounds the number of generated tokens (None: the model's generation config). Returns the
     metrics plus the model, data source, split, languages and beam size. `max_samples` scores only the
-    first N sentences of the split.
+    first N sentences of the split. `int8`: every linear layer quantized to int8 at load
+    (publish/quantization.py `quantize_int8`).
     """
     model_dir = Path(model_dir)
     if not (model_dir / "config.json").is_file():
@@ -112,7 +115,11 @@ def evaluate_model(
     if max_samples is not None and len(dataset) > max_samples:
         dataset = dataset.select(range(max_samples))
     tokenizer = load_folder_tokenizer(model_dir)  # two vocabularies: PairedTokenizerFast
+    if int8:
+        check_int8()  # one line where torchao is missing, before any work
     model = AutoModelForSeq2SeqLM.from_pretrained(model_dir)
+    if int8:
+        quantize_int8(model)
     pairs = dataset["translation"]
     sources = [pair[src_lang] for pair in pairs]
     references = [pair[tgt_lang] for pair in pairs]
@@ -132,6 +139,7 @@ def evaluate_model(
         split=split,
         src_lang=src_lang,
         tgt_lang=tgt_lang,
+        int8=int8,
         num_beams=num_beams,
     )
     return result

@@ -194,3 +194,21 @@ def test_cudnn_sdp_off_takes_cudnn_attention_out_of_sdpa_s_choice():
 @pytest.mark.slow
 def test_gpu_check_script_parses():
     subprocess.run(["bash", "-n", str(REPO / "bench" / "gpu_check.sh")], check=True)
+
+
+def test_generate_rows_add_bf16_fp16_and_int8_beside_fp32(tmp_path):
+    """Issue #65 item 3: `--generate-precisions` adds eager bf16 / fp16 / int8 rows for every model, Marian's
+    too (int8 on a CPU through oneDNN; on CUDA torchao's dynamic int8, or a "refused" row without torchao)."""
+    pytest.importorskip("torchao")
+    from bench.lib.gpu.generate_phase import generate_rows
+    from bench.lib.gpu.results import Results
+
+    args = gpu_training.parse(
+        ["--quick", "--variants", "base-6-6", "--generate-precisions", "fp32", "bf16", "fp16", "int8"]
+        + ["--generate-tokens", "2", "--compile-variants"]
+    )
+    results = Results(tmp_path / "rows.json", args)
+    generate_rows(results, synthetic_corpus(16, args.vocab), args, torch.device("cpu"))
+    rows = {(r["model"], r["mode"]): r["status"] for r in results.data["generate"]}
+    modes = ("eager", "eager bf16", "eager fp16", "eager int8")
+    assert rows == {(model, mode): "ok" for model in ("marian-6-6", "base-6-6") for mode in modes}, rows

@@ -349,7 +349,8 @@ def test_a_folded_cards_code_runs_with_stock_transformers_alone(trained, tmp_pat
     assert "stock Transformers alone" in usage and "`generate`" in usage, usage
     assert 'pipeline("translation"' in usage and "removed" in usage, usage  # says why there is no pipeline
     blocks = re.findall(r"```python\n(.*?)```", usage, flags=re.S)
-    assert len(blocks) == 1 and "trust_remote_code" not in blocks[0], blocks
+    assert len(blocks) == 2 and "trust_remote_code" not in blocks[0], blocks  # the stock block, then int8's
+    assert "quantization_config=int8_quantization_config()" in blocks[1], blocks
     code = blocks[0] + "\nimport json, sys\nprint(json.dumps({'model': type(model).__module__}))\n"
     result = run_without_package(code, tmp_path, hf_home=hf_home)
     assert result["model"].startswith("transformers.models.marian."), result

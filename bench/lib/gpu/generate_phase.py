@@ -1,4 +1,6 @@
-"""Phase `generate`: beam-4 generation, eager and with a static cache + torch.compile."""
+"""Phase `generate`: beam-4 generation, eager and with a static cache + torch.compile; with
+`--generate-precisions`, also eager in bf16 / fp16 (the model cast) and int8 (publish/quantization.py: oneDNN on a
+CPU, torchao's dynamic int8 on CUDA; a row says "refused" where torchao is missing or cannot serve)."""
 
 from __future__ import annotations
 
@@ -24,7 +26,8 @@ def generate_rows(results: Results, corpus: dict, args: argparse.Namespace, devi
     names = (["marian-6-6"] if "marian-6-6" not in args.variants else []) + list(args.variants)
     for name in names:
         compiled = name in args.compile_variants or "all" in args.compile_variants
-        modes = ["eager"] + (["static+compiled"] if compiled else [])
+        precisions = [p for p in getattr(args, "generate_precisions", ["fp32"]) if p != "fp32"]
+        modes = ["eager"] + [f"eager {p}" for p in precisions] + (["static+compiled"] if compiled else [])
         if compiled and MODELS.get(name, ("",))[0] == "admin":  # folded into MarianMTModel, then compiled
             modes.append("folded+static+compiled")
         for mode in modes:
@@ -41,7 +44,19 @@ def generate_rows(results: Results, corpus: dict, args: argparse.Namespace, devi
                     from deep_nmt_hf.publish.folding import fold_to_stock
 
                     model = fold_to_stock(model)[0].to(device).eval()
-                if (
+                if mode.endswith(("bf16", "fp16")):
+                    model = model.to({"bf16": torch.bfloat16, "fp16": torch.float16}[mode[-4:]])
+                elif mode.endswith("int8"):
+                    from deep_nmt_hf.publish.quantization import Int8Unavailable, quantize_int8
+
+                    method = "onednn" if device.type == "cpu" else "torchao-dynamic"
+                    try:
+                        quantize_int8(model, method=method)
+                    except Int8Unavailable as refusal:
+                        return {"status": f"refused: {refusal}"}
+                    except Exception as error:  # torchao on this device: recorded, the other rows go on
+                        return {"status": f"failed: {type(error).__name__}: {str(error)[:200]}"}
+                elif (
                     mode != "eager"
                 ):  # `deep-nmt translate --compile`: static cache, the decoding steps compiled
                     compiled_decoding(model)
