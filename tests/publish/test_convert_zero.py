@@ -81,8 +81,13 @@ def check_against_zero(model, ref: dict) -> None:
         torch.testing.assert_close(ours, torch.tensor(expected), atol=TOLERANCE, rtol=0)
     for source, greedy in zip(sources, ref["greedy"], strict=True):
         with torch.no_grad():
-            out = model.generate(
-                torch.tensor([source]), num_beams=1, do_sample=False, max_new_tokens=len(source) + 6
+            out = model.generate(  # the fixture's greedy loop has no <eos> rule: no per-sentence limit either
+                torch.tensor([source]),
+                num_beams=1,
+                do_sample=False,
+                max_new_tokens=len(source) + 6,
+                max_len_a=None,
+                max_len_b=None,
             )
         assert out[0, 1:].tolist() == greedy  # out[0, 0]: the decoder start (<pad>, read as a zero vector)
     for source, hypotheses in zip(sources, ref["beam"], strict=True):
