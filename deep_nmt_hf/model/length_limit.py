@@ -1,21 +1,23 @@
-"""A per-sentence length limit: ``max_len_a · source length + max_len_b`` tokens, then ``</s>``.
+"""A per-sentence length limit: ``max_len_a · source length + max_len_b`` tokens.
 
 fairseq-generate's ``--max-len-a`` / ``--max-len-b`` (fairseq/sequence_generator.py, `_generate`): a hypothesis
 may hold ``int(a · n + b)`` tokens, and at that step every token but ``</s>`` is banned, so it ends there with
 ``</s>`` (its log-prob kept). `n` counts the source's tokens with its ``</s>`` and without padding; fairseq takes
 the padded width of the batch, so its limit is per batch, whereas here it is each sentence's own: a sentence
-translates the same alone and in any batch. zero's search.py stops a sentence at source length + `decode_length`
-(the same `n`); a converted zero model says ``max_len_a=1, max_len_b=decode_length - 1`` (its ``</s>`` then comes
-at position source length + decode_length at the latest).
+translates the same alone and in any batch. zero's search.py (``beam_search_rule="zero"``, model/beam_rules.py)
+instead cuts a hypothesis at source length + `decode_length` tokens, ``<eos>`` included and without forcing one:
+a converted zero model says ``max_len_a=1, max_len_b=decode_length``.
 
 The limit is two fields of the generation config, ``max_len_a`` and ``max_len_b`` (absent: no limit; saved in
 generation_config.json). This module ships inside every checkpoint, and the model's own `generate`
-(`SourceLengthLimitMixin`) adds the `SourceLengthLimitLogitsProcessor` (Transformers' public logits-processor
-machinery) and raises `max_length` to the longest sentence's limit, so ``model.generate``,
-``pipeline("translation")``, ``deep-nmt translate`` / ``evaluate`` and a ``trust_remote_code`` load all apply it;
-for any other model (a folded stock one), pass the processor yourself, as ``deep-nmt translate`` does.
-With ``early_stopping="never"`` beam search bounds what a live beam can still reach by each sentence's own limit
-(model/length_penalty.py reads `sentence_max_lengths`), not by the batch's `max_length`.
+(`SourceLengthLimitMixin`) adds the `SourceLengthLimitLogitsProcessor` (or, for zero's rule, the
+`SourceLengthStoppingCriteria`: Transformers' public machinery) and, unless the call or its generation config bounds
+the length itself (`max_length` / `max_new_tokens`, then a cap over every limit), raises `max_length` to the
+longest sentence's limit. So ``model.generate``, ``pipeline("translation")``, ``deep-nmt translate`` / ``evaluate``
+and a ``trust_remote_code`` load all apply it; for any other model (a folded stock one), pass the processor
+yourself, as ``deep-nmt translate`` does. With ``early_stopping="never"`` beam search bounds what a live beam can
+still reach by each sentence's own limit (model/length_penalty.py reads `sentence_max_lengths`), not by the
+batch's `max_length`.
 """
 
 from __future__ import annotations
@@ -125,6 +127,14 @@ def source_lengths_of(
     return input_ids.ne(pad_token_id).long().sum(-1)
 
 
+def _bounded(config: GenerationConfig, kwargs: dict[str, Any]) -> bool:
+    """Whether the call bounds its length itself: `max_length` / `max_new_tokens` passed, or set in its generation
+    config (other than Transformers' default of 20), stays a cap over every sentence's limit."""
+    if kwargs.get("max_length") is not None or kwargs.get("max_new_tokens") is not None:
+        return True
+    return config.max_new_tokens is not None or config.max_length != GenerationConfig().max_length
+
+
 class SourceLengthLimitMixin:
     """`generate` applies the generation config's per-sentence limit; put it before `GenerationMixin` among the
     model's bases."""
@@ -142,7 +152,6 @@ class SourceLengthLimitMixin:
             config = copy.deepcopy(config)
             config.max_len_a = kwargs.pop("max_len_a", getattr(config, "max_len_a", None))
             config.max_len_b = kwargs.pop("max_len_b", getattr(config, "max_len_b", None))
-            generation_config = config
         ids = inputs if inputs is not None else kwargs.get("input_ids")
         given = [p for p in logits_processor or [] if isinstance(p, SourceLengthLimitLogitsProcessor)]
         limits = given[0].limits + 1 if given else None  # the generated length </s> included
@@ -162,7 +171,7 @@ class SourceLengthLimitMixin:
                 limits = limits + 1
         if limits is None:
             return super().generate(inputs, generation_config, logits_processor, stopping_criteria, **kwargs)
-        if "max_length" not in kwargs and "max_new_tokens" not in kwargs:  # the longest sentence fits
+        if not _bounded(config, kwargs):  # the longest sentence's limit fits
             kwargs["max_length"] = int(limits.max()) + 1
         token = _SENTENCE_MAX_LENGTHS.set(limits)
         try:
