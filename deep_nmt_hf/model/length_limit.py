@@ -153,6 +153,8 @@ class SourceLengthLimitMixin:
             config.max_len_a = kwargs.pop("max_len_a", getattr(config, "max_len_a", None))
             config.max_len_b = kwargs.pop("max_len_b", getattr(config, "max_len_b", None))
         ids = inputs if inputs is not None else kwargs.get("input_ids")
+        if ids is None:  # encoder outputs given: the attention mask still gives the sources' lengths
+            ids = kwargs.get("attention_mask")
         given = [p for p in logits_processor or [] if isinstance(p, SourceLengthLimitLogitsProcessor)]
         limits = given[0].limits + 1 if given else None  # the generated length </s> included
         if limits is None and ids is not None and length_limit_of(config) is not None:
