@@ -30,6 +30,8 @@ from typing import Any
 import torch
 from transformers import GenerationConfig
 
+from .length_limit import sentence_max_lengths
+
 LENGTH_PENALTY_FORMS = ("fairseq", "gnmt")
 
 # α of GNMT's penalty for the beam search running in this thread / task; None: Transformers' len^α
@@ -83,8 +85,18 @@ class GNMTLengthPenaltyMixin:
 
     def _check_early_stop_heuristic(self, **kwargs: Any) -> Any:
         alpha = _GNMT_ALPHA.get()
-        if alpha is not None:  # the best length a running beam may still reach, as Transformers bounds it
-            if kwargs["early_stopping"] == "never" and alpha > 0.0:
+        lengths = sentence_max_lengths()  # model/length_limit.py: each sentence's own limit, </s> included
+        never = kwargs["early_stopping"] == "never"
+        exponent = alpha if alpha is not None else float(kwargs["length_penalty"])
+        if never and exponent > 0.0 and lengths is not None:  # the longest a sentence's live beam may grow
+            best = lengths.to(kwargs["running_beam_scores"].device)[:, None].clamp(
+                max=kwargs["max_length"] - kwargs["decoder_prompt_len"]
+            )
+            penalty = gnmt_penalty(best.double(), alpha) if alpha is not None else best.double() ** exponent
+            kwargs["running_beam_scores"] = kwargs["running_beam_scores"] / penalty.to(torch.float32)
+            kwargs["length_penalty"] = 0.0
+        elif alpha is not None:  # the best length a running beam may still reach, as Transformers bounds it
+            if never and alpha > 0.0:
                 best_length = kwargs["max_length"] - kwargs["decoder_prompt_len"]
             else:
                 best_length = kwargs["cur_len"] - kwargs["decoder_prompt_len"]

@@ -38,6 +38,7 @@ from transformers.modeling_outputs import (
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 from transformers.utils.output_capturing import OutputRecorder, capture_outputs
 
+from .beam_rules import BeamRulesMixin
 from .caches import decoder_cache, is_static, mark_cross_slot_without_attention, self_attention_half
 from .collapse_losses import collapse_reducing_loss, token_cross_entropy
 from .configuration_deep_nmt import VARIANT_CONFIGS, DeepNMTConfig
@@ -51,6 +52,7 @@ from .initialization import (
 )
 from .layer_aggregation import LayerAggregation
 from .layer_sharing import stack_plan
+from .length_limit import SourceLengthLimitMixin
 from .length_penalty import GNMTLengthPenaltyMixin
 from .merged_attention import MergedAttention, target_padding_of
 from .pipeline_shipping import carrying_translation_pipeline
@@ -916,10 +918,14 @@ def default_generation_config(config: DeepNMTConfig) -> GenerationConfig:
     )
 
 
-class DeepNMTForConditionalGeneration(GNMTLengthPenaltyMixin, DeepNMTPreTrainedModel, GenerationMixin):
+class DeepNMTForConditionalGeneration(
+    SourceLengthLimitMixin, BeamRulesMixin, GNMTLengthPenaltyMixin, DeepNMTPreTrainedModel, GenerationMixin
+):
     """DeepNMTModel plus the output projection (tied to the target embedding when `tie_word_embeddings`: the
     shared one, or the decoder's own with `share_encoder_decoder_embeddings=False`). Its `generate` applies the
-    generation config's length-penalty form (GNMT's where it says so: length_penalty.py)."""
+    generation config's length-penalty form (GNMT's where it says so: length_penalty.py) and per-sentence length
+    limit (``max_len_a`` / ``max_len_b``: length_limit.py) and fairseq's or zero's beam-search rules where it asks
+    for them (beam_rules.py)."""
 
     _tied_weights_keys = {"lm_head.weight": "model.shared.weight"}
 

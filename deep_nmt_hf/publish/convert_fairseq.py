@@ -952,24 +952,48 @@ def _tied_or_derived(config: Any) -> set[str]:
     return names
 
 
+# fairseq-generate's search (fairseq/sequence_generator.py, SequenceGenerator's defaults and `_generate`)
+FAIRSEQ_BEAM = 5
+FAIRSEQ_MAX_LEN_A, FAIRSEQ_MAX_LEN_B = 0, 200
+
+
+def fairseq_search_settings(config: Any) -> dict[str, Any]:
+    """fairseq's beam search as GenerationConfig fields: a sentence is done once `beam` hypotheses have ended
+    (`is_finished`: ``early_stopping=True``), ``</s>`` ends a hypothesis only among the best `beam` of the
+    2 · beam candidates, as in Transformers, and the first `beam` to end are the n-best list, not the best `beam`
+    of all that ended (`finalize_hypos`: ``beam_search_rule="fairseq"``, model/beam_rules.py); ``--lenpen 1``: score / length^1, the length counting ``</s>``
+    (`finalize_hypos`: ``(step + 1) ** len_penalty``, Transformers' `length_penalty`); ``--max-len-a 0
+    --max-len-b 200``: ``</s>`` forced after ``int(a · source length + b)`` tokens, at most the decoder's positions
+    - 1 (model/length_limit.py; `max_length` fits that ``</s>`` and the decoder start); ``--unkpen 0``:
+    ``<unk>`` neither banned nor penalised (``--unkpen P`` is ``sequence_bias={(unk,): -P}``)."""
+    return {
+        "num_beams": FAIRSEQ_BEAM,
+        "early_stopping": True,
+        "beam_search_rule": "fairseq",
+        "length_penalty": 1.0,
+        "max_len_a": FAIRSEQ_MAX_LEN_A,
+        "max_len_b": FAIRSEQ_MAX_LEN_B,
+        "max_length": min(FAIRSEQ_MAX_LEN_B, max_positions(config, "decoder") - 1) + 2,
+    }
+
+
 def fairseq_generation_config(config: Any) -> Any:
-    """fairseq-generate's defaults as a GenerationConfig: beam 5, length penalty 1 (score / length, the length
-    counting </s>), at least one token before </s> (`--min-len 1`), <pad> never generated
-    (fairseq/sequence_generator.py bans it every step); max_len_a=0, max_len_b=200 (`max_length` counts the
-    decoder start too), within the model's positions."""
+    """fairseq-generate's defaults as a GenerationConfig: its search (`fairseq_search_settings`), at least one
+    token before </s> (`--min-len 1`), <pad> never generated (fairseq/sequence_generator.py bans it every
+    step)."""
     from transformers import GenerationConfig
 
-    return GenerationConfig(
+    generation = GenerationConfig(
         decoder_start_token_id=config.decoder_start_token_id,
         bos_token_id=config.bos_token_id,
         eos_token_id=config.eos_token_id,
         pad_token_id=config.pad_token_id,
-        num_beams=5,
-        length_penalty=1.0,
-        max_length=min(200 + 1, max_positions(config, "decoder")),
         min_new_tokens=1,
         suppress_tokens=[config.pad_token_id],
     )
+    for key, value in fairseq_search_settings(config).items():
+        setattr(generation, key, value)
+    return generation
 
 
 __all__ = [
@@ -980,6 +1004,7 @@ __all__ = [
     "convert_state",
     "detect_layout",
     "fairseq_generation_config",
+    "fairseq_search_settings",
     "fairseq_model",
     "load_checkpoint",
     "read_dictionary",

@@ -34,11 +34,11 @@ only later change, 596c294, moves a minus sign in `attention_bias` and keeps its
 * func.py:327-338 (`ffn_layer`): `enlarge`, relu, `output`;
 * search.py: beam search from `<pad>` with GNMT's length penalty ((5 + len) / 6)^α over the generated tokens
   (line 169, `decode_alpha`), `<eos>` banned at the first step (lines 152-155), `beam_size`; a hypothesis that
-  reaches source length + `decode_length` without `<eos>` is finished there. The generation config: num_beams =
-  `beam_size`, `length_penalty_form="gnmt"` (model/length_penalty.py) with α = `decode_alpha`,
-  `min_new_tokens=1`; zero's per-sentence length limit is not expressible (a fixed `max_length` instead), and
-  Transformers' beam search finishes hypotheses by its own rules (its n-best list can differ; every hypothesis is
-  scored as zero scores it).
+  reaches source length + `decode_length` without `<eos>` is finished there; the search goes on until no live
+  beam can beat a finished one. The generation config: `zero_search_settings` (num_beams = `beam_size`,
+  `length_penalty_form="gnmt"` with α = `decode_alpha`, `early_stopping="never"`, the per-sentence limit
+  `max_len_a=1`, `max_len_b=decode_length`) and `min_new_tokens=1`; what stays Transformers' own is listed in
+  docs/converting.md.
 
 Refused with one line (exit 2, nothing written): a directory without param.json or checkpoint, a `model_name`
 other than transformer / transformer_fuse (rnnsearch, the AAN, RPR, L0Drop, Fixup models have other layouts),
@@ -96,7 +96,6 @@ RELEASED: dict[str, tuple[str, int, int]] = {  # name -> (model_name, hidden_siz
     "big_fuse_init20": ("transformer_fuse", 1024, 20),
 }
 MAX_POSITIONS = 1024  # the timing signal has no limit; our table is rebuilt on load with this many rows
-MAX_LENGTH = 256  # generation's fixed length limit (zero's is source length + decode_length)
 
 
 # ------------------------------------------------------------------------------------------------ reading
@@ -415,20 +414,39 @@ def released_card(name: str, params: dict[str, Any]) -> str:
     return (card_dir() / "zero" / f"{name}.md").read_text(encoding="utf-8")
 
 
+def zero_search_settings(params: dict[str, Any]) -> dict[str, Any]:
+    """search.py's beam search as GenerationConfig fields: beam `beam_size`; GNMT's penalty with α =
+    `decode_alpha` (model/length_penalty.py); every `<eos>` among the 2 · beam candidates ends a hypothesis, and
+    the search goes on until no live beam, at its best score over GNMT's penalty at the sentence's limit, could
+    beat the worst finished one (`_not_finished`): ``beam_search_rule="zero"`` (model/beam_rules.py); a
+    hypothesis holds source length (its ``<eos>`` counted) + `decode_length` tokens at most (`max_target_length`:
+    ``max_len_a=1, max_len_b=decode_length``, model/length_limit.py), and one that reaches it without ``<eos>``
+    counts only where no hypothesis has ended (search.py, decoding a sentence alone); `max_length` only bounds the
+    longest source the positions allow."""
+    return {
+        "num_beams": int(params["beam_size"]),
+        "length_penalty": float(params["decode_alpha"]),
+        "length_penalty_form": "gnmt",
+        "early_stopping": "never",
+        "beam_search_rule": "zero",
+        "max_len_a": 1.0,
+        "max_len_b": int(params["decode_length"]),
+        "max_length": MAX_POSITIONS + 1,
+    }
+
+
 def zero_generation_config(config: Any, params: dict[str, Any]) -> Any:
-    """search.py's settings: beam `beam_size`, GNMT's penalty with α = `decode_alpha`, no `<eos>` first."""
+    """search.py's settings (`zero_search_settings`), decoding from `<pad>`, no `<eos>` first."""
     from transformers import GenerationConfig
 
     generation = GenerationConfig(
         decoder_start_token_id=PAD,
         eos_token_id=EOS,
         pad_token_id=PAD,
-        num_beams=int(params["beam_size"]),
-        length_penalty=float(params["decode_alpha"]),
-        max_length=MAX_LENGTH,
         min_new_tokens=1,
     )
-    generation.length_penalty_form = "gnmt"
+    for key, value in zero_search_settings(params).items():
+        setattr(generation, key, value)
     return generation
 
 
@@ -526,8 +544,7 @@ def zero_model(
         "not_reproduced": (
             "truecasing" if moses_options else "Moses tokenisation / detokenisation, truecasing"
         )
-        + ", subword-nmt's vocabulary filter; "
-        f"zero's length limit (source length + {params['decode_length']}: max_length={MAX_LENGTH} here)",
+        + ", subword-nmt's vocabulary filter",
     }
     if card:
         provenance["card_text"] = card
@@ -599,5 +616,6 @@ __all__ = [
     "read_vocab",
     "released_card",
     "zero_generation_config",
+    "zero_search_settings",
     "zero_model",
 ]

@@ -45,6 +45,7 @@ from torch import nn
 from transformers import (
     FSMTConfig,
     FSMTForConditionalGeneration,
+    GenerationConfig,
     MarianConfig,
     MarianMTModel,
     PegasusConfig,
@@ -53,6 +54,7 @@ from transformers import (
 )
 
 from ..data.atomic import atomic_directory
+from ..model.length_limit import length_limit_of
 from ..model.length_penalty import length_penalty_form
 from ..model.registry import CHOICES, FOLD_TARGETS, FOLDABLE, FSMT, VARIANT_SPECS
 
@@ -456,6 +458,7 @@ def fold_to_stock(
             stock_cls.__name__,
         )
         stock.generation_config.length_penalty_form = "fairseq"
+    _warn_of_per_sentence_search(stock.generation_config, stock_cls.__name__)
     check_batch = batch if batch is not None else probe_batch(config, device=device)
     report = compare_models(reference, stock, {k: v.to(device) for k, v in check_batch.items()})
     if report.max_abs_logit_diff > atol or not report.beam_outputs_identical:
@@ -465,6 +468,25 @@ def fold_to_stock(
             f"{report.beam_outputs_identical}"
         )
     return stock, report
+
+
+def _warn_of_per_sentence_search(generation_config: GenerationConfig, stock_name: str) -> None:
+    """The stock classes' `generate` knows neither a per-sentence length limit (model/length_limit.py) nor fairseq's /
+    zero's beam-search rules (model/beam_rules.py): with ``max_len_a=0`` the limit is the fixed `max_length` the config
+    already carries (fairseq's defaults); otherwise say that only ``deep-nmt translate`` applies it."""
+    limit = length_limit_of(generation_config)
+    if limit is not None and limit[0] != 0:
+        logger.warning(
+            "generation_config.max_len_a=%s: the folded %s's generate and pipeline stop at max_length, not at each "
+            "sentence's own limit (deep-nmt translate applies it)",
+            limit[0],
+            stock_name,
+        )
+    if getattr(generation_config, "beam_search_rule", None) == "zero":
+        logger.warning(
+            "generation_config.beam_search_rule='zero': the folded %s searches by Transformers' rules",
+            stock_name,
+        )
 
 
 def fold_directory(

@@ -12,16 +12,27 @@ import torch
 from tqdm.auto import tqdm
 from transformers import (
     AutoModelForSeq2SeqLM,
+    LogitsProcessorList,
     PreTrainedModel,
     PreTrainedTokenizerBase,
 )
 
 from ..data import load_parallel
+from ..model.length_limit import (
+    SourceLengthLimitLogitsProcessor,
+    SourceLengthLimitMixin,
+    length_limit_of,
+    source_length_limits,
+    source_lengths_of,
+)
 from ..model.tokenization_paired import load_folder_tokenizer
 from ..publish.quantization import check_int8, quantize_int8
 from .metrics import compute_translation_metrics
 
 logger = logging.getLogger(__name__)
+
+# (max_len_a, max_len_b) for a model whose generation config sets no per-sentence limit
+DEFAULT_LIMIT = (2.0, 10)
 
 
 def _device_of(model: torch.nn.Module) -> torch.device:
@@ -42,9 +53,11 @@ def translate(
 
     Sentences are sorted by token length (longest first) so that a batch holds little padding, then the
     translations are put back in the order of the input. Empty or blank sentences translate to "" without
-    running the model. Sources longer than the model's positions are truncated. `max_new_tokens=None`
-    allows 2 × the longest source of the batch + 10 tokens (bounded by the model's positions and its
-    generation config), so that a model that never emits ``</s>`` cannot run for hundreds of steps.
+    running the model. Sources longer than the model's positions are truncated. `max_new_tokens=None` applies
+    each sentence's own limit: the generation config's ``max_len_a · source length + max_len_b`` tokens
+    (model/length_limit.py), or 2 × source + 10 where it has none, then ``</s>`` (bounded by the model's positions
+    and its generation config's `max_length`), so that a model that never emits ``</s>`` cannot run for hundreds
+    of steps and a sentence translates the same alone and in any batch.
     """
     if batch_size < 1:
         raise ValueError(f"batch_size={batch_size} must be at least 1")
@@ -53,9 +66,10 @@ def translate(
     if not todo:
         return results
     max_positions = getattr(model.config, "max_position_embeddings", None)
-    cap = getattr(model.generation_config, "max_length", None) or 256
+    # the most tokens before </s>: the generation config's max_length counts the decoder start and that </s>
+    limit_cap = (getattr(model.generation_config, "max_length", None) or 256) - 2
     if max_positions is not None:
-        cap = min(cap, max_positions)
+        limit_cap = min(limit_cap, max_positions - 1)  # as the model's own generate caps it
     encoded = tokenizer(
         [sentences[i] for i in todo], truncation=max_positions is not None, max_length=max_positions
     )["input_ids"]
@@ -73,13 +87,30 @@ def translate(
             chunk = order[start : start + batch_size]
             batch = tokenizer.pad({"input_ids": [encoded[k] for k in chunk]}, return_tensors="pt")
             batch = {key: value.to(device) for key, value in batch.items()}
-            limit = max_new_tokens
-            if limit is None:
-                limit = min(cap - 1, 2 * batch["input_ids"].shape[1] + 10)
-            # max_length counts the decoder start token: the same bound as max_new_tokens=limit, without the
-            # warning about max_new_tokens and the generation config's max_length both being set
             # the model's generate applies its saved length-penalty form (model/length_penalty.py)
-            output = model.generate(**batch, num_beams=num_beams, max_length=limit + 1)
+            if max_new_tokens is not None:
+                # max_length counts the decoder start token: the same bound as max_new_tokens, without the
+                # warning about max_new_tokens and the generation config's max_length both being set
+                output = model.generate(**batch, num_beams=num_beams, max_length=max_new_tokens + 1)
+            else:  # each sentence's own limit (model/length_limit.py), so that its neighbours cannot change it
+                limit = length_limit_of(model.generation_config) or DEFAULT_LIMIT
+                if isinstance(
+                    model, SourceLengthLimitMixin
+                ):  # its generate applies it, by its search's rules
+                    output = model.generate(
+                        **batch, num_beams=num_beams, max_len_a=limit[0], max_len_b=limit[1]
+                    )
+                else:
+                    lengths = source_lengths_of(batch["input_ids"], batch.get("attention_mask"), None)
+                    limits = source_length_limits(lengths, *limit, cap=limit_cap)
+                    output = model.generate(
+                        **batch,
+                        num_beams=num_beams,
+                        max_length=int(limits.max()) + 2,
+                        logits_processor=LogitsProcessorList(
+                            [SourceLengthLimitLogitsProcessor(limits, model.generation_config.eos_token_id)]
+                        ),
+                    )
             texts = tokenizer.batch_decode(output, skip_special_tokens=True)
             for k, text in zip(chunk, texts, strict=True):
                 results[todo[k]] = text.strip()

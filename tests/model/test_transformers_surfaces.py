@@ -122,6 +122,38 @@ def test_beam_search_hooks_of_the_gnmt_penalty() -> None:
     } <= parameters(GenerationMixin._check_early_stop_heuristic)
 
 
+def test_beam_search_hooks_of_the_beam_rules() -> None:
+    """The keyword arguments model/beam_rules.BeamRulesMixin reads and rewrites in _update_finished_beams (which
+    candidates may end) and _check_early_stop_heuristic (zero's bound), and the ones GenerationMixin.generate takes
+    that model/length_limit.SourceLengthLimitMixin passes on positionally."""
+    from transformers import GenerationMixin
+
+    assert {
+        "next_token_hits_stopping_criteria",
+        "top_num_beam_mask",
+        "num_beams",
+        "is_sent_finished",
+        "topk_running_sequences",
+        "cur_len",
+        "decoder_prompt_len",
+    } <= parameters(GenerationMixin._update_finished_beams)
+    assert {
+        "is_early_stop_heuristic_unsatisfied",
+        "running_beam_scores",
+        "beam_scores",
+        "is_sent_finished",
+        "cur_len",
+        "max_length",
+        "decoder_prompt_len",
+    } <= parameters(GenerationMixin._check_early_stop_heuristic)
+    assert list(inspect.signature(GenerationMixin.generate).parameters)[1:5] == [
+        "inputs",
+        "generation_config",
+        "logits_processor",
+        "stopping_criteria",
+    ]
+
+
 def test_removed_tasks_and_the_pipeline_registry() -> None:
     """transformers.pipelines.REMOVED_TASKS (a dict from 5.20 on; absent before) and PIPELINE_REGISTRY
     (translation_pipeline.py re-registers the task Transformers 5 removed, and takes it off REMOVED_TASKS)."""

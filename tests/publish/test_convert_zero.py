@@ -12,9 +12,9 @@ The project's environment has no TensorFlow: these tests read the checkpoints th
 of the V2 checkpoint format (publish/tf_checkpoint.py), the path every conversion takes unless that reader refuses a
 file (then TensorFlow, the `[convert-tf]` extra, is used).
 
-Beam search itself may prune differently (Transformers finishes beams by its own rules, zero keeps an alive and a
-finished set of `beam` each and stops at source length + decode_length), so zero's hypotheses are RESCORED: each
-one's summed log-prob over GNMT's ((5 + len) / 6)^α must be zero's score.
+zero's hypotheses are rescored (each one's summed log-prob over GNMT's ((5 + len) / 6)^α must be zero's score), and
+the converted model's own beam search, by zero's rules written into its generation config, must give zero's n-best
+lists.
 
 Converted models do not fold: merged attention, the embedding bias and the zero-vector decoder start have no stock
 Transformers equivalent; `deep-nmt fold` refuses them with those reasons (checked below).
@@ -81,8 +81,13 @@ def check_against_zero(model, ref: dict) -> None:
         torch.testing.assert_close(ours, torch.tensor(expected), atol=TOLERANCE, rtol=0)
     for source, greedy in zip(sources, ref["greedy"], strict=True):
         with torch.no_grad():
-            out = model.generate(
-                torch.tensor([source]), num_beams=1, do_sample=False, max_new_tokens=len(source) + 6
+            out = model.generate(  # the fixture's greedy loop has no <eos> rule: no per-sentence limit either
+                torch.tensor([source]),
+                num_beams=1,
+                do_sample=False,
+                max_new_tokens=len(source) + 6,
+                max_len_a=None,
+                max_len_b=None,
             )
         assert out[0, 1:].tolist() == greedy  # out[0, 0]: the decoder start (<pad>, read as a zero vector)
     for source, hypotheses in zip(sources, ref["beam"], strict=True):
@@ -90,6 +95,39 @@ def check_against_zero(model, ref: dict) -> None:
             tokens = hypothesis["tokens"]
             score = token_logprobs(model, source, tokens).sum() / gnmt_penalty(len(tokens), ref["alpha"])
             assert abs(score.item() - hypothesis["score"]) < TOLERANCE, (tokens, score, hypothesis["score"])
+
+
+def test_beam_search_gives_zeros_n_best_lists() -> None:
+    """zero's search.py, run by zero itself on the four sentences of each fixture in one batch: every n-best list
+    (tokens, and scores within 1e-5: float32 on both sides, seen below 7e-6) is the converted model's, by zero's
+    rules (``beam_search_rule="zero"``: an <eos> anywhere among the 2 · beam candidates ends a hypothesis, the
+    search stops when no live beam can beat the worst finished one at the sentence's limit, a hypothesis cut at the
+    limit counts only where none ended) and zero's per-sentence limit. One thing of zero's batch is replayed: in a
+    batch zero runs until its longest sentence's limit, and a shorter sentence past its own limit gets one more
+    step (search.py's force-finish at time >= max_target_length), so those get ``max_len_b = decode_length + 1``;
+    the longest sentence of each batch is decoded as zero decodes it alone, with the converted config as it is.
+    Transformers' own rules (the config before) miss most of these lists."""
+    for name in NAMES:
+        model = zero_model(FIXTURES / name)[0].eval()
+        ref, params = reference(name), read_params(FIXTURES / name)
+        assert model.generation_config.max_len_b == params["decode_length"]
+        longest = max(len(pair["source"]) for pair in ref["pairs"])
+        for pair, expected in zip(ref["pairs"], ref["beam"], strict=True):
+            source = pair["source"]
+            out = model.generate(
+                torch.tensor([source]),
+                num_return_sequences=params["beam_size"],
+                output_scores=True,
+                return_dict_in_generate=True,
+                max_len_b=params["decode_length"] + (len(source) < longest),
+            )
+            hypotheses = [row[1:] for row in out.sequences.tolist()]  # row[0]: the decoder start (<pad>)
+            hypotheses = [
+                row[: row.index(2) + 1] if 2 in row else [t for t in row if t != 0] for row in hypotheses
+            ]
+            assert hypotheses == [h["tokens"] for h in expected], (name, source)
+            for ours, theirs in zip(out.sequences_scores.tolist(), expected, strict=True):
+                assert abs(ours - theirs["score"]) < 1e-5, (name, source, ours, theirs["score"])
 
 
 @pytest.fixture(scope="module")

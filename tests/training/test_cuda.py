@@ -1,5 +1,5 @@
 """Every variant on a CUDA GPU (issue #48): train steps in fp32 / bf16 / fp16, generation with and without the
-cache, ADMIN profiling, folding, CTranslate2 export and the attention backends.
+cache, ADMIN profiling, folding, CTranslate2 export, the attention backends and the per-sentence length limit.
 
 Deselected by default (pyproject.toml: `-m "not cuda"`); on a GPU node run
 
@@ -33,6 +33,7 @@ from test_device_placement import (  # noqa: E402
     fold_check,
     foldable_model,
     generate_cache_check,
+    length_limit_check,
     train_step_check,
 )
 
@@ -110,3 +111,10 @@ def test_ctranslate2_export_of_a_cuda_model(tmp_path) -> None:
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_sdpa_and_eager_logits_agree_on_cuda(variant) -> None:
     attention_backends_check(variant, CUDA, atol=1e-4)
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_per_sentence_length_limit_on_cuda_alone_as_in_a_batch(variant) -> None:
+    """model/length_limit.py's processor and the limits on the GPU: each sentence stops at its own limit and
+    decodes alone as in the batch (beam 4)."""
+    length_limit_check(variant, CUDA)

@@ -263,6 +263,27 @@ def attention_backends_check(
     return gap
 
 
+def length_limit_check(variant: str, device: torch.device | str, num_beams: int = 4) -> list[list[int]]:
+    """The per-sentence limit (model/length_limit.py, max_len_a=1, max_len_b=2: binds on a random model) on
+    `device`: each sentence's hypothesis holds at most n + 2 tokens and </s>, the limit binds for one at least,
+    and each sentence decodes alone as in the batch. Returns the batch's outputs without padding."""
+    device = torch.device(device)
+    model = variant_model(variant, seed=2, **NO_DROPOUT).to(device)
+    model.generation_config.max_len_a, model.generation_config.max_len_b = 1.0, 2
+    lengths = [9, 2, 5, 3]
+    ids, mask = on(device, *padded_batch(lengths, seed=5))
+    pad, eos = model.config.pad_token_id, model.config.eos_token_id
+    with torch.no_grad():
+        batched = model.generate(input_ids=ids, attention_mask=mask, num_beams=num_beams)
+        together = [[t for t in row.tolist() if t != pad] for row in batched]
+        for row, n in enumerate(lengths):
+            alone = model.generate(input_ids=ids[row : row + 1, :n], num_beams=num_beams)
+            assert [t for t in alone[0].tolist() if t != pad] == together[row], (variant, row)
+    assert all(len(row) <= n + 3 for row, n in zip(together, lengths, strict=True))
+    assert any(len(row) == n + 3 and row[-1] == eos for row, n in zip(together, lengths, strict=True))
+    return together
+
+
 def export_check(name: str, device: torch.device | str, tmp_path: Path) -> Path:
     """CTranslate2 export (`export.export_model`, in memory) of a tiny FOLDABLE[name] model on `device`: the model
     is left on its device and the exported model translates (parity with Transformers: tests/publish/test_ctranslate2.py)."""
@@ -424,6 +445,7 @@ def test_cuda_bodies_generate_fold_profile_and_attention_on_the_cpu() -> None:
         assert first[side] == pytest.approx(second[side]), side
     fold_check(foldable_model("deepnorm"), "cpu", torch.bfloat16)
     attention_backends_check("dlcl", "cpu")
+    length_limit_check("deep_decoder", "cpu")
 
 
 def test_cuda_bodies_export_on_the_cpu(tmp_path) -> None:

@@ -1,0 +1,127 @@
+"""A converted fairseq model searches as fairseq-generate does (publish/convert_fairseq.py's generation config).
+
+tests/fixtures/fairseq/beam_rules.json was written by fairseq 0.12.3.1's own SequenceGenerator, built as
+fairseq-generate builds it (`task.build_generator` with its default options: beam 5, lenpen 1, unkpen 0, min-len 1,
+max-len-a 0, max-len-b 200), on 24 sources decoded one at a time by one fixture checkpoint, and again with
+--max-len-a 1 --max-len-b 2 (tests/fixtures/make_converter_fixtures.py, `beam_rule_references`). On that model
+some hypotheses end after one or two tokens and others run to the positions' limit, so Transformers' own stopping
+and finishing rules give other n-best lists (checked below: the fixture tells the rules apart).
+
+Scores: fairseq's length-normalised sums; ours within 1e-5 (both float32, the same operations in another order:
+the differences seen are below 3e-6).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from fairseq_reference import FIXTURES
+from transformers import AutoModelForSeq2SeqLM, LogitsProcessorList
+
+from deep_nmt_hf.cli import main
+from deep_nmt_hf.model.length_limit import SourceLengthLimitLogitsProcessor, source_length_limits
+
+REFERENCE = json.loads((FIXTURES / "beam_rules.json").read_text())
+SCORE_TOLERANCE = 1e-5
+
+
+@pytest.fixture(scope="module")
+def folders(tmp_path_factory) -> dict[str, Path]:
+    """The checkpoint converted through the command line, and that folder folded into stock FSMT."""
+    root = tmp_path_factory.mktemp("beam_rules")
+    converted, folded = root / "converted", root / "fsmt"
+    assert main(["convert", "fairseq", str(FIXTURES / REFERENCE["checkpoint"]), str(converted)]) == 0
+    assert main(["fold", str(converted), str(folded)]) == 0
+    return {"converted": converted, "folded": folded}
+
+
+def n_best(model, source: list[int], **generate_kwargs) -> tuple[list[list[int]], list[float]]:
+    """The model's n-best list for one source, each hypothesis up to and with its </s>, and the scores."""
+    eos = model.generation_config.eos_token_id
+    out = model.generate(
+        torch.tensor([source]),
+        num_return_sequences=model.generation_config.num_beams,
+        output_scores=True,
+        return_dict_in_generate=True,
+        **generate_kwargs,
+    )
+    hypotheses = [row[1:] for row in out.sequences.tolist()]  # row[0]: the decoder start (</s>, as fairseq's)
+    return [
+        row[: row.index(eos) + 1] if eos in row else row for row in hypotheses
+    ], out.sequences_scores.tolist()
+
+
+def assert_fairseqs(model, key: str, **generate_kwargs) -> None:
+    for source, expected in zip(REFERENCE["sources"], REFERENCE[key]["hypotheses"], strict=True):
+        tokens, scores = n_best(model, source, **generate_kwargs)
+        assert tokens == [h["tokens"] for h in expected], source
+        for ours, theirs in zip(scores, expected, strict=True):
+            assert abs(ours - theirs["score"]) < SCORE_TOLERANCE, (source, ours, theirs["score"])
+
+
+def test_the_converted_config_carries_fairseq_generates_defaults(folders: dict[str, Path]) -> None:
+    options = REFERENCE["defaults"]["options"]
+    saved = json.loads((folders["converted"] / "generation_config.json").read_text())
+    assert (saved["num_beams"], saved["length_penalty"]) == (options["beam"], options["lenpen"])
+    assert (saved["max_len_a"], saved["max_len_b"]) == (options["max_len_a"], options["max_len_b"])
+    assert (saved["early_stopping"], saved["beam_search_rule"], saved["min_new_tokens"]) == (
+        True,
+        "fairseq",
+        1,
+    )
+    assert (
+        options["unkpen"] == 0 and "sequence_bias" not in saved
+    )  # fairseq's default neither bans nor penalises
+
+
+@pytest.mark.parametrize("key", ["defaults", "limited"])
+def test_converted_model_gives_fairseqs_n_best_lists(key: str, folders: dict[str, Path]) -> None:
+    model = AutoModelForSeq2SeqLM.from_pretrained(folders["converted"]).eval()
+    limit = {} if key == "defaults" else REFERENCE["limited"]["options"]
+    assert_fairseqs(model, key, **{k: limit[k] for k in ("max_len_a", "max_len_b") if k in limit})
+
+
+def test_transformers_rules_give_other_lists_on_this_fixture(folders: dict[str, Path]) -> None:
+    """The fixture tells the rules apart: Transformers' defaults (stop by its heuristic, keep the best `beam`
+    finished) and `early_stopping=True` alone each miss some of fairseq's lists."""
+    model = AutoModelForSeq2SeqLM.from_pretrained(folders["converted"]).eval()
+    for rules in (
+        {"early_stopping": False, "beam_search_rule": "transformers"},
+        {"beam_search_rule": "transformers"},
+    ):
+        misses = sum(
+            n_best(model, source, **rules)[0] != [h["tokens"] for h in expected]
+            for source, expected in zip(
+                REFERENCE["sources"], REFERENCE["defaults"]["hypotheses"], strict=True
+            )
+        )
+        assert misses > 0, rules
+
+
+def test_folded_model_gives_fairseqs_best_hypothesis(folders: dict[str, Path]) -> None:
+    """Stock FSMT's generate has neither fairseq's finishing rule nor a per-sentence limit. With the limit's
+    logits processor passed in, as `deep-nmt translate` passes it (the limit binds here: fairseq's 200 is cut to
+    the positions, 63, where fairseq forces </s>), its best hypothesis and score are fairseq's, under the defaults
+    and under --max-len-a 1 --max-len-b 2; its lower n-best entries can differ (fairseq keeps the first to end)."""
+    from transformers import FSMTForConditionalGeneration
+
+    stock = AutoModelForSeq2SeqLM.from_pretrained(folders["folded"]).eval()
+    assert isinstance(stock, FSMTForConditionalGeneration)
+    cap = stock.config.max_position_embeddings - 1  # fairseq: min(a · n + b, max_decoder_positions - 1)
+    for key in ("defaults", "limited"):
+        options = REFERENCE[key]["options"]
+        for source, expected in zip(REFERENCE["sources"], REFERENCE[key]["hypotheses"], strict=True):
+            lengths = torch.tensor([len(source)])
+            limits = source_length_limits(lengths, options["max_len_a"], options["max_len_b"], cap=cap)
+            processor = SourceLengthLimitLogitsProcessor(limits, stock.generation_config.eos_token_id)
+            tokens, scores = n_best(
+                stock,
+                source,
+                logits_processor=LogitsProcessorList([processor]),
+                max_length=int(limits[0]) + 2,
+            )
+            assert tokens[0] == expected[0]["tokens"], (key, source)
+            assert abs(scores[0] - expected[0]["score"]) < SCORE_TOLERANCE
