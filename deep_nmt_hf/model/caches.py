@@ -4,11 +4,16 @@
 per decoder layer *application* in each half (`config.decoder_depth`, which is also what `config.num_hidden_layers`
 reports, so `DynamicCache(config=...)` / `StaticCache(config=...)` built by `generate` have exactly those slots).
 Every slot's keys and values have Transformers' layout (batch, decoder_attention_heads, length, head_dim), so
-generic cache code (beam reordering, `crop`, batch selection, code reading `keys.shape[-2]`) applies to all:
+generic cache code (beam reordering, `crop`, batch selection, code reading `keys.shape[-2]`) applies to all; beam
+search does no wasted work on them (no gather of what is equal across a sentence's beams, no concatenation):
 
-- causal self-attention (all variants but MAtt): a `DynamicLayer` / `StaticLayer` with keys and values of shape
-  (batch, heads, decoded_length, head_dim), as Transformers documents;
-- cross-attention: keys and values (batch, heads, source_length, head_dim), written once;
+- causal self-attention (all variants but MAtt): keys and values of shape (batch, heads, decoded_length, head_dim),
+  as Transformers documents, in a `GrowingLayer` (a `DynamicLayer` that writes each step into pre-allocated
+  capacity instead of concatenating a copy of the prefix, and reorders in one pass) or a static cache's
+  `StaticLayer`;
+- cross-attention: keys and values (batch, heads, source_length, head_dim), written once, in a
+  `BeamConstantLayer` / `StaticBeamConstantLayer`: beam search moves rows only among a sentence's beams, whose
+  rows are equal (`generate` expands the encoder output per beam), so beam reordering leaves them as they are;
 - a CAD layer that owns no cross-attention (`cross_attention_drop_rate=1`): the same slot holds keys and values of
   that shape (batch, heads, source_length, head_dim) in a `NoCrossAttentionLayer`, but they are zeros expanded from
   one element (stride 0: no memory per entry) and never read by attention. The slot is initialised (never `None`)
@@ -19,9 +24,12 @@ generic cache code (beam reordering, `crop`, batch selection, code reading `keys
   values but prefix sums, in a `RunningAverageLayer` (below) of the self-attention half, in the same layout:
   keys (batch, heads, decoded_length, head_dim) are the prefix sums of S W_v split into heads, values the prefix
   counts of real positions broadcast over heads and head_dim. Each position's entry is the running state up to
-  it, so beam reordering, `crop` (assisted decoding), `batch_select_indices` and `batch_repeat_interleave` are the
-  plain `DynamicLayer` operations on the position and batch axes, and a step still costs O(1) work in the prefix
-  length.
+  it, so `crop` (assisted decoding), `batch_select_indices` and `batch_repeat_interleave` are the cache-layer
+  operations on the position and batch axes; a step costs O(1) work in the prefix length, beam reordering
+  included (it gathers the last entry and records the reordering for the earlier ones).
+
+`generate` creates Transformers' generic slots (`DynamicLayer` / `StaticLayer`); the decoder swaps each empty one
+for ours before its first write (`fit_slots`). Tokens and scores are those of the generic slots.
 
 A static cache (`cache_implementation="static"`, needed for `torch.compile`d generation) works for every variant.
 MAtt keeps the same prefix sums and counts in the pre-allocated (batch, heads, max_cache_len, head_dim) tensors of
