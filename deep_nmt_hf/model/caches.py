@@ -121,6 +121,13 @@ class GrowingLayer(DynamicLayer):
     def get_seq_length(self) -> int:
         return super().get_seq_length() if self.plain else self.length
 
+    def offload(self) -> None:
+        """An offloaded cache (`cache_implementation="offloaded"`) moves `keys` / `values` between devices:
+        continue as a plain `DynamicLayer`, whose tensors those are."""
+        if not self.plain:
+            self.become_plain()
+        super().offload()
+
     def reorder_cache(self, beam_idx: torch.LongTensor) -> None:
         """Gather the filled positions along the batch axis into the spare buffers, in one pass, and swap."""
         if self.plain or self.stores is None:
