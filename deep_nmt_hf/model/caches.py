@@ -59,7 +59,8 @@ class GrowingLayer(DynamicLayer):
     second buffer of the same size in one pass (`index_select(..., out=)`) and swaps the two.
 
     The views stay valid until the next update or reordering overwrites them, as Transformers' own static cache
-    behaves. A call that writes tensors requiring grad (a forward with a cache under autograd) turns the slot into a
+    behaves. Memory: the capacity is at most twice the filled length, plus the spare once reordered, so up to twice
+    the peak of a `DynamicLayer` (which holds two copies of the prefix during each concatenation and reordering). A call that writes tensors requiring grad (a forward with a cache under autograd) turns the slot into a
     plain `DynamicLayer` for good: in-place writes would break the graph of earlier steps."""
 
     initial_capacity = 16
