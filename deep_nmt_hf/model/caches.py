@@ -324,8 +324,9 @@ class BeamConstantRows:
 
 
 class BeamConstantLayer(BeamConstantRows, DynamicLayer):
-    """Cross-attention slot of a dynamic cache (`BeamConstantRows`). The first `update` stores the given tensors
-    without the copy a concatenation to the empty slot makes."""
+    """Cross-attention slot of a dynamic cache (`BeamConstantRows`). The first `update` stores the given tensors,
+    made contiguous (as the concatenation to an empty `DynamicLayer` and each of its beam gathers make them: a
+    transposed view read at every step costs the attention kernel more than the one copy)."""
 
     def update(
         self, key_states: torch.Tensor, value_states: torch.Tensor, *args: Any, **kwargs: Any
@@ -335,8 +336,9 @@ class BeamConstantLayer(BeamConstantRows, DynamicLayer):
             return super().update(key_states, value_states, *args, **kwargs)
         if not self.is_initialized:
             self.lazy_initialization(key_states, value_states)
-        self.keys, self.values = key_states, value_states
-        self.label_rows(key_states, value_states)
+        # contiguous once (projections split into heads are transposed views): attention reads them every step
+        self.keys, self.values = key_states.contiguous(), value_states.contiguous()
+        self.label_rows(self.keys, self.values)
         return self.keys, self.values
 
 
