@@ -160,7 +160,11 @@ class SourceLengthLimitMixin:
         given = [p for p in logits_processor or [] if isinstance(p, SourceLengthLimitLogitsProcessor)]
         limits = given[0].limits + 1 if given else None  # the generated length </s> included
         if limits is None and ids is not None and length_limit_of(config) is not None:
-            cap = max_positions(self.config, "decoder") if hasattr(self.config, "max_position_embeddings") else None
+            cap = (
+                max_positions(self.config, "decoder")
+                if hasattr(self.config, "max_position_embeddings")
+                else None
+            )
             lengths = source_lengths_of(ids, kwargs.get("attention_mask"), config.pad_token_id)
             limits = source_length_limits(lengths, *length_limit_of(config), cap=cap and cap - 1)
             if getattr(config, "beam_search_rule", None) == "zero":  # cut there (beam_rules.py)

@@ -15,8 +15,8 @@ excluded from the average (`decoder_attention_mask`).
 Incremental decoding keeps, per layer application, the prefix sums of S W_v and the prefix counts of real positions
 in a `caches.RunningAverageLayer` slot, laid out as Transformers lays out keys and values, (batch, heads, positions,
 head_dim): the sums split into heads as keys, the counts broadcast as values. Each step reads only the last entry
-(O(1) arithmetic in the target length; the slot grows by one entry per position, like a K/V cache), and beam
-reordering, `crop` (assisted decoding) and batch selection are the plain cache-layer operations. The number of
+(O(1) arithmetic in the target length; the slot grows by one entry per position, like a K/V cache), beam
+reordering gathers that entry only, and `crop` (assisted decoding) and batch selection are cache-layer operations. The number of
 cached positions is the slot's sequence length, so the position offset and `generate`'s bookkeeping stay right.
 A static cache (compiled generation) keeps the same entries in its pre-allocated slot (`caches.StaticRunningAverage`).
 

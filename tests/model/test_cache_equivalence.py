@@ -7,6 +7,9 @@ the cache it is handed (as ours did on Transformers 5.24, which passes it as `ca
 at each step: its scores differ from the uncached ones from the second step on, which
 `test_an_ignored_cache_changes_the_scores` shows on the same models, so these comparisons can fail.
 
+The beam modes also cover our cache slots (caches.py): cross-attention keys and values that beam search leaves
+unreordered, self-attention slots that grow in place, MAtt's slot gathering only its last entry.
+
 Tolerance: scores within 1e-4 absolute (float32; the cached and uncached paths sum in different orders).
 """
 
@@ -24,9 +27,10 @@ ATOL = 1e-4
 LENGTHS = [7, 5, 8, 4]
 MODES = {
     "greedy": dict(num_beams=1, do_sample=False),
-    "beam": dict(num_beams=3, do_sample=False),
+    "beam": dict(num_beams=4, do_sample=False),
     "sample": dict(num_beams=1, do_sample=True, top_k=0),
     "static": dict(num_beams=1, do_sample=False, cache_implementation="static"),
+    "static_beam": dict(num_beams=4, do_sample=False, cache_implementation="static"),
 }
 _MODELS: dict[str, torch.nn.Module] = {}
 

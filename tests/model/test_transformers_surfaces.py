@@ -13,7 +13,7 @@ import warnings
 
 import pytest
 import torch
-from factories import PAD, padded_batch, tiny_model
+from factories import PAD, TINY_SHAPE, padded_batch, tiny_model
 
 from deep_nmt_hf.model.transformers_compat import CACHE_FIELD, cache_of, takes_cache, with_cache
 from deep_nmt_hf.training.trainer import PRIVATE_TRAINER_SURFACES
@@ -103,6 +103,39 @@ def test_cache_layer_classes_and_their_fields() -> None:
     assert "max_cache_len" in parameters(StaticLayer.__init__)
     cache = EncoderDecoderCache(DynamicCache(), DynamicCache())
     assert isinstance(cache.is_updated, dict) and hasattr(cache.self_attention_cache, "layers")
+
+
+def test_generic_cache_slots_and_their_beam_reordering() -> None:
+    """What caches.fit_slots relies on: `generate`'s caches (`DynamicCache(config=...)`, `StaticCache`) hold plain
+    `DynamicLayer` / `StaticLayer` slots, which it swaps for ours before their first write, and
+    `EncoderDecoderCache.reorder_cache` (beam search's call) reorders through each slot's own `reorder_cache`, so
+    our cross-attention slots decide what to gather. That beam search's indices stay within a sentence's beams is
+    checked through `generate` itself (test_beam_caches.py: the cross tensors stay the same)."""
+    from transformers.cache_utils import (
+        DynamicCache,
+        DynamicLayer,
+        EncoderDecoderCache,
+        StaticCache,
+        StaticLayer,
+    )
+
+    from deep_nmt_hf import DeepNMTConfig
+
+    config = DeepNMTConfig(**TINY_SHAPE)
+    assert {type(layer) for layer in DynamicCache(config=config).layers} == {DynamicLayer}
+    assert {type(layer) for layer in StaticCache(config=config, max_cache_len=4).layers} == {StaticLayer}
+
+    class Spy(DynamicLayer):
+        calls = 0
+
+        def reorder_cache(self, beam_idx: torch.LongTensor) -> None:
+            Spy.calls += 1
+
+    cache = EncoderDecoderCache(DynamicCache(), DynamicCache())
+    cache.self_attention_cache.layers.append(Spy())
+    cache.cross_attention_cache.layers.append(Spy())
+    cache.reorder_cache(torch.tensor([0]))
+    assert Spy.calls == 2
 
 
 def test_beam_search_hooks_of_the_gnmt_penalty() -> None:
