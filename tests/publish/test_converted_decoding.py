@@ -8,9 +8,9 @@ the toolkit's own output; once, compiled (`compiled_decoding`, dynamo's ``eager`
 inductor's minutes of code generation on a CPU) gives the same.
 
 Tolerance: per-step scores within 1e-4 absolute (float32; the static cache attends over its whole padded length
-with masked slots, the dynamic one over the filled positions only, so sums differ in order): measured max 1.9e-6 on
-default / avx2 and eager / sdpa, 2026-11-29 (bench/results/parity_spread.md). A dropped position offset moves the
-scores by more than 0.1.
+with masked slots, the dynamic one over the filled positions only, so sums differ in order): measured max 1.4e-5 on
+default / avx2 and eager / sdpa, 2026-11-29 (bench/results/parity_spread.md); tolerance 1e-4. Dropping fairseq's
+position offset from the static branch fails every fairseq fixture here (checked by planting it).
 """
 
 from __future__ import annotations
