@@ -205,12 +205,30 @@ def run_tests(caps: list[str], files: list[str], backends: tuple[str, ...]) -> l
                 done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, check=False)
                 failed = [line for line in done.stdout.splitlines() if line.startswith("FAILED")]
                 lines = record.read_text().splitlines() if record.exists() else []
-                for line in lines:
-                    rows.append(json.loads(line) | {"capability": cap, "backend": backend})
+                rows += aggregate(
+                    [json.loads(line) | {"capability": cap, "backend": backend} for line in lines]
+                )
                 summary = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else done.stderr[-300:]
                 rows.append(dict(capability=cap, backend=backend, summary=summary, failed=failed))
                 print(f"tests under {cap} + {backend}: {summary}", file=sys.stderr)
     return rows
+
+
+def aggregate(records: list[dict]) -> list[dict]:
+    """One row per (test without its parameters, comparison, instruction set, backend): the largest difference,
+    the largest ratio to the tolerance and how many comparisons."""
+    groups: dict[tuple, dict] = {}
+    for record in records:
+        key = (record["test"].split("[")[0], record["kind"], record["capability"], record["backend"])
+        row = groups.setdefault(
+            key, dict(zip(("test", "kind", "capability", "backend"), key, strict=True)) | {"count": 0}
+        )
+        row["diff"] = max(row.get("diff", 0.0), record["diff"])
+        if record["ratio"] is not None:
+            row["ratio"] = max(row.get("ratio") or 0.0, record["ratio"])
+        row.setdefault("ratio", None)
+        row["count"] += record.get("count", 1)
+    return list(groups.values())
 
 
 def _fmt(value: float | None) -> str:
@@ -240,37 +258,26 @@ def tests_markdown(rows: list[dict]) -> str:
     records = [row for row in rows if "test" in row]
     by_test: dict[tuple[str, str], list[dict]] = {}
     for row in records:
-        by_test.setdefault((row["test"].split("[")[0], row["kind"]), []).append(row)
+        by_test.setdefault((row["test"], row["kind"]), []).append(row)
     table = []
     for (test, kind), group in sorted(by_test.items()):
         ratios = [row["ratio"] for row in group if row["ratio"] is not None]
-        spread = {
-            cap_backend: max(r["diff"] for r in group if (r["capability"], r["backend"]) == cap_backend)
-            for cap_backend in sorted({(r["capability"], r["backend"]) for r in group})
-        }
+        per_run = [row["diff"] for row in group]  # one row per (instruction set, backend)
         table.append(
             [
                 test,
                 kind,
-                _fmt(max(r["diff"] for r in group)),
+                f"{_fmt(min(per_run))} – {_fmt(max(per_run))}",
                 _fmt(max(ratios) if ratios else None),
-                _fmt(min(spread.values())),
-                len(group),
+                sum(row["count"] for row in group),
             ]
         )
     lines = []
     for row in (row for row in rows if "summary" in row):
         lines.append(f"- {row['capability']} + {row['backend']}: {row['summary']}")
         lines += [f"  - {name.removeprefix('FAILED ')}" for name in row["failed"]]
-    header = [
-        "test",
-        "comparison",
-        "largest diff",
-        "largest diff / tolerance",
-        "smallest (cap, backend) max",
-        "comparisons",
-    ]
-    return "\n".join(lines) + "\n\n" + markdown_table(header, table)
+    header = ["test", "comparison", "largest diff (smallest – largest run)", "largest diff / tolerance"]
+    return "\n".join(lines) + "\n\n" + markdown_table(header + ["comparisons"], table)
 
 
 def main() -> None:
