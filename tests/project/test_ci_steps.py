@@ -22,13 +22,13 @@ def listed() -> list[str]:
 
 def test_parity_list_names_existing_files_and_every_test_against_a_toolkits_numbers() -> None:
     """Every file .ci/run reruns under other instruction sets exists, and every test file that compares with the
-    fairseq or zero fixtures' numbers (tests/fairseq_reference.py, tests/zero_reference.py) is among them."""
+    fairseq or zero fixtures' numbers (check_against_fairseq / check_against_zero) is among them."""
     files = listed()
     assert files and all((ROOT / name).is_file() for name in files), files
     comparing = {
         str(path.relative_to(ROOT))
         for path in (ROOT / "tests").rglob("test_*.py")
-        if re.search(r"^from (fairseq|zero)_reference import", path.read_text(), re.MULTILINE)
+        if re.search(r"^\s+check_against_(fairseq|zero)\(", path.read_text(), re.MULTILINE)
     }
     assert comparing <= set(files), sorted(comparing - set(files))
 
