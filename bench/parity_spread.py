@@ -4,7 +4,7 @@ A tolerance measured on one CPU may not hold on another: torch picks its vectori
 (`ATEN_CPU_CAPABILITY`: default = no vectorisation, avx2, avx512 where the CPU has it), and Transformers' SDPA sums
 attention in another order than eager. This script measures, in one child process per instruction set:
 
-  converters   for every fixture of tests/fixtures/fairseq (layouts, sentencepiece, Moses) and tests/fixtures/zero,
+  converters   for every fixture of tests/fixtures/fairseq (layouts, sentencepiece, Moses), fairseq_vocabularies and zero,
                with eager and SDPA attention, in float32 (what users run) and float64: the largest difference from
                the toolkit's numbers of the teacher-forced log-probs, of the per-token scores of the toolkit's beam
                hypotheses and of their scores; and, in float32, the smallest gap between the best and the second
@@ -14,9 +14,11 @@ attention in another order than eager. This script measures, in one child proces
                tests/zero_reference.py).
   tests        the parity test files (.ci/parity_tests) run under pytest with bench/lib/parity_recorder.py, eager
                and SDPA forced in turn: per test, the largest difference each `assert_close` saw and its ratio to
-               the tolerance the test allowed (1 = at the limit), and the fold reports' max |Δlogits|.
+               the tolerance the test allowed (1 = at the limit), and the fold reports' max |Δlogits|;
+               `--tests FILES --attention as-set` runs other files, each test choosing its own backend
+               (bench/results/parity_spread_more.*).
 
-    python -m bench.parity_spread                  # both parts (about 15 minutes on one loaded core)
+    python -m bench.parity_spread                  # both parts (about 20 minutes on a loaded 2-core machine)
     python -m bench.parity_spread --part converters
 
 Writes bench/results/parity_spread.{json,md}. Differences, not times: the load of the machine does not matter.
