@@ -22,12 +22,13 @@ import pytest
 import torch
 from fairseq_reference import (
     FIXTURES,
+    FLOAT32_TOLERANCE,
     MANIFEST,
     MAX_LEN_B,
-    TOLERANCE,
     assert_refused,
     check_against_fairseq,
     reference,
+    tolerance,
 )
 
 from deep_nmt_hf.cli import main
@@ -52,7 +53,7 @@ def converted(tmp_path_factory) -> dict[str, Path]:
 @pytest.mark.parametrize("name", LAYOUTS)
 def test_converted_model_scores_as_fairseq_after_save_and_load(name: str, converted: dict[str, Path]) -> None:
     model = DeepNMTForConditionalGeneration.from_pretrained(converted[name]).eval()
-    check_against_fairseq(model, reference(name))
+    check_against_fairseq(model, reference(name), tolerance(name))
 
 
 def test_in_memory_model_scores_as_fairseq_before_saving() -> None:
@@ -203,7 +204,9 @@ def test_fold_into_fsmt_keeps_fairseq_scores(name: str, converted: dict[str, Pat
     assert main(["fold", str(converted[name]), str(tmp_path / "fsmt")]) == 0
     stock = AutoModelForSeq2SeqLM.from_pretrained(tmp_path / "fsmt").eval()
     assert isinstance(stock, FSMTForConditionalGeneration)
-    check_against_fairseq(stock, reference(name))
+    # FSMT's masks do not build in float64 (Transformers' fill_with_neg_inf overflows float32): compared in float32,
+    # the spread measured in bench/results/parity_spread.md (this test's row)
+    check_against_fairseq(stock, reference(name), FLOAT32_TOLERANCE, dtype=torch.float32)
     if name == "postln_shared_args":
         text = reference(name)["text"]
         translate = pipeline("translation", model=str(tmp_path / "fsmt"))
@@ -233,7 +236,7 @@ def test_converted_model_loads_as_remote_code_without_the_package(
     print(json.dumps(torch.log_softmax(logits[0], -1).tolist()))
     """
     ours = torch.tensor(run_without_package(code, tmp_path))
-    torch.testing.assert_close(ours, torch.tensor(ref["logprobs"][0]), atol=TOLERANCE, rtol=0)
+    torch.testing.assert_close(ours, torch.tensor(ref["logprobs"][0]), atol=FLOAT32_TOLERANCE, rtol=0)
 
 
 def test_dlcl_layer_history_layout_is_read(tmp_path: Path) -> None:

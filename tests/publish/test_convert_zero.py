@@ -29,9 +29,9 @@ from pathlib import Path
 import pytest
 import torch
 from transformers import AutoModelForSeq2SeqLM
+from zero_reference import FIXTURES, FLOAT32_TOLERANCE, NAMES, check_against_zero, reference, token_logprobs
 
 from deep_nmt_hf.cli import main
-from deep_nmt_hf.model.length_penalty import gnmt_penalty
 from deep_nmt_hf.publish.convert_zero import (
     ConversionError,
     convert_weights,
@@ -40,61 +40,6 @@ from deep_nmt_hf.publish.convert_zero import (
     zero_model,
 )
 from deep_nmt_hf.publish.tf_checkpoint import read_checkpoint
-
-FIXTURES = Path(__file__).parents[1] / "fixtures" / "zero"
-NAMES = json.loads((FIXTURES / "MANIFEST.json").read_text())["fixtures"]
-TOLERANCE = 1e-4
-
-
-def reference(name: str) -> dict:
-    return json.loads((FIXTURES / name / "reference.json").read_text())
-
-
-def batch_logprobs(model, sources: list[list[int]], targets: list[list[int]]) -> torch.Tensor:
-    """(batch, target length, vocab) log-probs, sources and targets right-padded with <pad> = 0 in one batch."""
-    width, length = max(map(len, sources)), max(map(len, targets))
-    source = torch.tensor([s + [0] * (width - len(s)) for s in sources])
-    target = torch.tensor([t + [0] * (length - len(t)) for t in targets])
-    start = torch.full((len(targets), 1), model.config.decoder_start_token_id)
-    with torch.no_grad():
-        logits = model(
-            input_ids=source,
-            attention_mask=source.ne(0),
-            decoder_input_ids=torch.cat([start, target[:, :-1]], dim=1),
-            decoder_attention_mask=target.ne(0),
-        ).logits
-    return torch.log_softmax(logits.float(), dim=-1)
-
-
-def token_logprobs(model, source: list[int], target: list[int]) -> torch.Tensor:
-    lprobs = batch_logprobs(model, [source], [target])[0]
-    return lprobs.gather(1, torch.tensor(target).unsqueeze(1)).squeeze(1)
-
-
-def check_against_zero(model, ref: dict) -> None:
-    """Log-probs within 1e-4 (one padded batch), greedy identical, zero's beam hypotheses rescoring to its scores."""
-    sources = [pair["source"] for pair in ref["pairs"]]
-    targets = [pair["target"] for pair in ref["pairs"]]
-    lprobs = batch_logprobs(model, sources, targets)
-    for row, (target, expected) in enumerate(zip(targets, ref["log_probs"], strict=True)):
-        ours = lprobs[row, torch.arange(len(target)), torch.tensor(target)]
-        torch.testing.assert_close(ours, torch.tensor(expected), atol=TOLERANCE, rtol=0)
-    for source, greedy in zip(sources, ref["greedy"], strict=True):
-        with torch.no_grad():
-            out = model.generate(  # the fixture's greedy loop has no <eos> rule: no per-sentence limit either
-                torch.tensor([source]),
-                num_beams=1,
-                do_sample=False,
-                max_new_tokens=len(source) + 6,
-                max_len_a=None,
-                max_len_b=None,
-            )
-        assert out[0, 1:].tolist() == greedy  # out[0, 0]: the decoder start (<pad>, read as a zero vector)
-    for source, hypotheses in zip(sources, ref["beam"], strict=True):
-        for hypothesis in hypotheses:
-            tokens = hypothesis["tokens"]
-            score = token_logprobs(model, source, tokens).sum() / gnmt_penalty(len(tokens), ref["alpha"])
-            assert abs(score.item() - hypothesis["score"]) < TOLERANCE, (tokens, score, hypothesis["score"])
 
 
 def test_beam_search_gives_zeros_n_best_lists() -> None:
@@ -401,7 +346,7 @@ def test_converted_model_loads_as_remote_code_without_the_package(
     """
     ours = torch.tensor(run_without_package(code, tmp_path))
     expected = torch.tensor(reference("fuse_separate")["log_probs"][0])
-    torch.testing.assert_close(ours, expected, atol=TOLERANCE, rtol=0)
+    torch.testing.assert_close(ours, expected, atol=FLOAT32_TOLERANCE, rtol=0)
 
 
 def test_push_uploads_a_released_models_own_card(tmp_path: Path, monkeypatch, capsys) -> None:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from fairseq_reference import check_against_fairseq
+from fairseq_reference import FLOAT32_TOLERANCE, check_against_fairseq
 from transformers import AutoModelForSeq2SeqLM, MarianMTModel
 
 from deep_nmt_hf import DeepNMTConfig, DeepNMTForConditionalGeneration
@@ -122,4 +122,6 @@ def test_a_fairseq_written_checkpoint_with_two_dictionaries_scores_as_fairseq(tm
     assert report.max_abs_logit_diff < 1e-4 and report.beam_outputs_identical
     stock.save_pretrained(tmp_path / "folded")
     reloaded = AutoModelForSeq2SeqLM.from_pretrained(tmp_path / "folded").eval()
-    check_against_fairseq(reloaded, reference)
+    # FSMT's masks do not build in float64 (Transformers' fill_with_neg_inf overflows float32): float32, the spread
+    # measured in bench/results/parity_spread.md (this test's row)
+    check_against_fairseq(reloaded, reference, FLOAT32_TOLERANCE, dtype=torch.float32)
