@@ -21,6 +21,7 @@ from .common import (
     _setup_logging,
     add_threads_flag,
     apply_threads,
+    check_saved_model_types,
     precheck,
 )
 from .interrupt import EXIT_INTERRUPTED, interrupted_message
@@ -75,6 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     from ..training.distributed import end_process_group
 
     try:
+        check_saved_model_types(args)  # never Transformers' remote-code question on stdin, in any command
         code = handlers[args.command](args)
     except KeyboardInterrupt:  # for train: where the partial run is and the command that continues it
         print(interrupted_message(args, sys.argv[1:] if argv is None else list(argv)), file=sys.stderr)

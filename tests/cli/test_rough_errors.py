@@ -58,7 +58,9 @@ def _one_error_line(code: int, err: str, *fragments: str) -> str:
 
 
 # ----------------------------------------------------------------------------------------- unknown model_type
-@pytest.mark.parametrize("command", ["translate", "evaluate"])
+@pytest.mark.parametrize(
+    "command", ["translate", "evaluate", "fold", "export", "push", "push-dry-run", "plot-dlcl", "plot-omega"]
+)
 def test_an_unknown_model_type_is_named_without_a_question_on_stdin(
     model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys, command: str
 ) -> None:
@@ -86,7 +88,14 @@ def test_an_unknown_model_type_is_named_without_a_question_on_stdin(
             "--tgt-lang",
             "sb",
         ],
+        "fold": ["fold", str(model), str(tmp_path / "out")],
+        "export": ["export", str(model), str(tmp_path / "out")],
+        "push": ["push", str(model), "me/model", "--staging-dir", str(tmp_path / "out")],
+        "push-dry-run": ["push", str(model), "me/model", "--dry-run", "--staging-dir", str(tmp_path / "out")],
+        "plot-dlcl": ["plot", "dlcl", str(model), "--out", str(tmp_path / "out.png")],
+        "plot-omega": ["plot", "omega", str(model), "--out", str(tmp_path / "out.png")],
     }[command]
+    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")  # push: never a real remote host
     with stdin_file.open() as stdin:
         monkeypatch.setattr(sys, "stdin", stdin)
         code = main(argv)
@@ -96,6 +105,7 @@ def test_an_unknown_model_type_is_named_without_a_question_on_stdin(
     assert "trust_remote_code=True" in line  # the directory ships code: how to run it, if the user trusts it
     assert position == 0, "standard input was read"
     assert "[y/N]" not in captured.out + captured.err
+    assert not list(tmp_path.glob("out*")), "an output was written"
 
 
 # ------------------------------------------------------------------------------- missing weights, invalid JSON
