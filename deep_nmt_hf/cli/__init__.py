@@ -30,6 +30,11 @@ from .train import CHOICE_FLAGS
 __all__ = ["CHOICE_FLAGS", "EXIT_ERROR", "build_parser", "main"]
 
 COMMAND_GROUPS = (train_command, evaluate, demo, push, tools, preprocess, average, convert)
+# command -> its checks that need no heavy import, run with `precheck` before torch
+EARLY_CHECKS: dict[str, Callable[[argparse.Namespace], None]] = {
+    "train": train_command.precheck,
+    "demo": demo.precheck,
+}
 
 
 def _parser_and_handlers() -> tuple[argparse.ArgumentParser, dict[str, Callable[[argparse.Namespace], int]]]:
@@ -59,6 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)  # --help and flag errors exit here, before torch is imported
     try:
         precheck(args)
+        EARLY_CHECKS.get(args.command, lambda _: None)(args)  # each command's own light checks
     except (ValueError, OSError) as err:
         if args.debug:
             raise

@@ -111,6 +111,16 @@ def threads_line(changes: list[list[int]]) -> str:
     return f"{changes[0][1]} ({shown}{', ...' if len(changes) > 6 else ''})"
 
 
+def precheck(args: argparse.Namespace) -> None:
+    """What `demo` can check before torch is imported (`deep_nmt_hf.cli.main` runs it first): --time-budget
+    and an existing output directory (`staging.check_output_path`, as the run itself would refuse it)."""
+    from ..training.staging import check_output_path
+
+    if not args.time_budget >= 0:
+        raise ValueError(f"--time-budget {args.time_budget}: must be >= 0 (minutes; 0: no budget)")
+    check_output_path(args.output_dir, overwrite=args.overwrite)
+
+
 def _cmd_demo(args: argparse.Namespace) -> int:
     import torch
 

@@ -30,7 +30,7 @@ from typing import Any
 import torch
 from transformers import GenerationConfig
 
-LENGTH_PENALTY_FORMS = ("fairseq", "gnmt")
+from .registry import LENGTH_PENALTY_FORMS
 
 # α of GNMT's penalty for the beam search running in this thread / task; None: Transformers' len^α
 _GNMT_ALPHA: ContextVar[float | None] = ContextVar("deep_nmt_gnmt_alpha", default=None)

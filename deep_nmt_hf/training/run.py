@@ -38,7 +38,7 @@ from .precision import resolve_precision
 from .record import recipe_values_used, run_record, score_splits
 from .resolution import resolve_run
 from .sharding import shard_model, shard_summary
-from .staging import METRICS_FILE, SAVING_DIR, _check_output_dir, _partial_dir, staged_output_dir
+from .staging import METRICS_FILE, SAVING_DIR, _partial_dir, check_output_dir, staged_output_dir
 from .trainer import DeepNMTTrainer
 
 logger = logging.getLogger(__name__)
@@ -84,7 +84,7 @@ def train(
             "(WORLD_SIZE > 1), or drop it"
         )
     if staging_dir is None:
-        _check_output_dir(options)
+        check_output_dir(options)
     if distributed is not None:
         distributed.wait_for_everyone()  # all ranks checked the output dir before rank 0 creates the staging dir
     report = ReadReport()
