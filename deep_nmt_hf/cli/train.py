@@ -124,7 +124,7 @@ def add_parsers(commands: Any) -> dict[str, Any]:
         help="train a model with Seq2SeqTrainer",
         description="Train a model on parallel text (joint BPE tokenizer, Seq2SeqTrainer, beam-search BLEU).",
         formatter_class=_HelpFormatter,
-        epilog="example:\n  deep-nmt train --data-dir ../shared/data/multi30k --src-lang en --tgt-lang de "
+        epilog="example:\n  deep-nmt train --data-dir data/multi30k --src-lang en --tgt-lang de "
         "--valid-split val --output-dir out/en-de --layer-norm-position pre --encoder-layers 12",
     )
     _add_train_flags(train)
