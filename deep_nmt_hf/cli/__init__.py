@@ -85,7 +85,8 @@ def main(argv: list[str] | None = None) -> int:
         check_saved_model_types(args)  # never Transformers' remote-code question on stdin, in any command
         code = handlers[args.command](args)
     except KeyboardInterrupt:  # for train: where the partial run is and the command that continues it
-        print(interrupted_message(args, sys.argv[1:] if argv is None else list(argv)), file=sys.stderr)
+        # on a line of its own: a progress bar's line has no end yet (the two would overlap)
+        print("\n" + interrupted_message(args, sys.argv[1:] if argv is None else list(argv)), file=sys.stderr)
         return EXIT_INTERRUPTED
     except (DataError, ValueError, OSError, TrainingDivergedError, SafetensorError) as err:
         if args.debug:

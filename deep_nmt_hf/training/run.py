@@ -37,6 +37,7 @@ from .options import TrainingOptions
 from .precision import resolve_precision
 from .record import recipe_values_used, run_record, score_splits
 from .resolution import resolve_run
+from .run_clock import TrainingClock, whole_run_metrics
 from .sharding import shard_model, shard_summary
 from .staging import METRICS_FILE, SAVING_DIR, _partial_dir, check_output_dir, staged_output_dir
 from .trainer import DeepNMTTrainer
@@ -185,6 +186,7 @@ def _train_in(
     evaluate_during = eval_tokens is not None and options.eval_steps is not None
     args = training_arguments(options, staging, evaluate_during)
     divergence, own_callbacks = training_callbacks(options, config, args)
+    clock = TrainingClock()  # train_runtime of the whole run, across --resume
     trainer = DeepNMTTrainer(
         model=model,
         args=args,
@@ -193,7 +195,7 @@ def _train_in(
         processing_class=tokenizer,
         data_collator=training_collator(tokenizer, model),  # pads to a multiple of 8 on CUDA (loader.py)
         compute_metrics=make_compute_metrics(tokenizer, eval_refs) if evaluate_during else None,
-        callbacks=[*own_callbacks, *callbacks],
+        callbacks=[*own_callbacks, clock, *callbacks],
         optimizer_cls_and_kwargs=optimizer_cls_and_kwargs(
             options.optimizer,
             options.learning_rate,
@@ -203,6 +205,7 @@ def _train_in(
         max_tokens=options.max_tokens,
     )
     train_output = trainer.train(resume_from_checkpoint=str(resume_from) if resume_from else None)
+    train_output = train_output._replace(metrics=whole_run_metrics(train_output.metrics, clock))
     if divergence.diverged_at is not None:
         raise divergence.error(last_checkpoint(staging))
 

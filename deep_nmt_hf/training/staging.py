@@ -63,9 +63,11 @@ def staged_output_dir(
     try:
         yield staging
     except BaseException as error:
-        what = "interrupted" if isinstance(error, KeyboardInterrupt) else "run failed"
         if _has_checkpoints(staging):
-            logger.warning("%s; its checkpoints are kept in %s (--resume to continue)", what, staging)
+            if not isinstance(
+                error, KeyboardInterrupt
+            ):  # Ctrl-C: `deep-nmt` says it in one line (cli/interrupt.py)
+                logger.warning("run failed; its checkpoints are kept in %s (--resume to continue)", staging)
         else:
             shutil.rmtree(staging, ignore_errors=True)
         raise

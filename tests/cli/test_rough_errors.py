@@ -151,8 +151,10 @@ def test_interrupted_message_without_a_checkpoint_says_nothing_was_kept(tmp_path
 
 
 def test_ctrl_c_in_train_says_where_the_partial_run_is_and_the_printed_command_continues_it(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys, caplog
 ) -> None:
+    """One line, on a line of its own (a progress bar's line has no end), no second "interrupted" log line;
+    the resumed run's train_runtime counts the whole run."""
     from deep_nmt_hf.training.trainer import DeepNMTTrainer
 
     data = tmp_path / "data"
@@ -190,6 +192,9 @@ def test_ctrl_c_in_train_says_where_the_partial_run_is_and_the_printed_command_c
     partial = out.with_name("run.partial")
     lines = [line for line in err.splitlines() if line.startswith("interrupted")]
     assert len(lines) == 1 and "Traceback" not in err, err
+    assert "\ninterrupted" in err  # never appended to the end of a progress bar's line
+    logged = [r.getMessage() for r in caplog.records if "interrupted" in r.getMessage()]
+    assert not logged, logged  # the CLI's line is the only one
     assert f"the partial run is in {partial} (last checkpoint checkpoint-2)" in lines[0], lines[0]
     command = lines[0].split("continue it with: ", 1)[1]
     assert (
@@ -199,10 +204,16 @@ def test_ctrl_c_in_train_says_where_the_partial_run_is_and_the_printed_command_c
     )
     assert sorted(p.name for p in partial.glob("checkpoint-*")) == ["checkpoint-1", "checkpoint-2"]
 
+    state = json.loads((partial / "checkpoint-2" / "trainer_state.json").read_text())
+    before = state["stateful_callbacks"]["TrainingClock"]["attributes"]["before_s"]  # training s up to step 2
+
     monkeypatch.setattr(DeepNMTTrainer, "training_step", step)
     assert main(shlex.split(command)[1:]) == 0  # the printed command continues the run to its end
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["global_step"] == 4 and not partial.exists()
+    runtime = metrics["train"]
+    assert runtime["train_runtime_before_resume"] == round(before, 4) and before > 0
+    assert runtime["train_runtime"] > before  # the whole run: the part before the resume and the resumed part
 
 
 # ---------------------------------------------------------------------------------------------- push --dry-run
