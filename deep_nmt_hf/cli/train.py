@@ -171,6 +171,12 @@ def precheck(args: argparse.Namespace) -> None:
         _option_flags(args, TrainingOptions), _config_flags(args), config_set=_set_values(args.config_set)
     )
     check_config_values(fields)
+    if args.data_dir is not None:  # the splits named (valid_split None: the first of valid / val / ... found)
+        from ..data.split_files import check_split_named
+
+        for split in (options.train_split, options.valid_split, options.test_split):
+            if split is not None:
+                check_split_named(args.data_dir, split, options.src_lang, options.tgt_lang)
     check_output_dir(options)
 
 

@@ -83,10 +83,13 @@ def test_the_launchers_field_rules_are_the_configs() -> None:
 
 @pytest.mark.slow
 def test_argument_errors_that_need_nothing_heavy_answer_before_torch(tmp_path: Path) -> None:
-    """Presets, options, config values with a rule of their own, an existing output directory (train and demo):
+    """Presets, options, config values with a rule of their own, the splits named, an existing output directory
+    (train and demo):
     one line, exit 2, before torch / transformers / datasets are imported."""
     data = tmp_path / "data"
     data.mkdir()
+    for lang in ("en", "de"):
+        (data / f"train.{lang}").write_text("a b\n")
     full = tmp_path / "full"
     full.mkdir()
     (full / "metrics.json").write_text("{}")
@@ -98,6 +101,8 @@ def test_argument_errors_that_need_nothing_heavy_answer_before_torch(tmp_path: P
         "dropout=1.5 is not allowed": ["--dropout", "1.5"],
         "layer_norm_position='mid' is not a valid choice": ["--set", "layer_norm_position=mid"],
         "recipe='nonsense' is unknown": ["--recipe", "nonsense"],
+        "unknown split 'val' (no val.* files); available splits for en-de: train": ["--valid-split", "val"],
+        "unknown split 'test_2016_flickr'": ["--test-split", "test_2016_flickr"],
         f"{full}: output directory exists and is not empty": [],
     }
     commands = [[*train, "--output-dir", str(tmp_path / "o"), *extra] for extra in cases.values()]
