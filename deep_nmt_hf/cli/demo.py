@@ -91,7 +91,7 @@ def add_parsers(commands: Any) -> dict[str, Any]:
     return {"demo": _cmd_demo}
 
 
-# the default --time-budget: the 800 steps on 2 free cores fit it; a busier machine stops training earlier
+# the default --time-budget: the 800 steps on 2 free cores fit it; a busier machine plans fewer (time_budget.py)
 DEMO_BUDGET_MINUTES = 5.0
 # the work after training (scoring the 500-sentence test split with beam 4, saving), in training steps of the
 # same run: 28 measured after 20 steps (an untrained model writes to the length limit; a trained one is faster)
@@ -214,8 +214,9 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     print(
         f"\ntrained {record['global_step']} of {max_steps} steps"
         + (
-            f" (stopped early to keep the expected time; all {max_steps} would take about "
-            f"{format_duration(budget.full_run_s)} here now: --time-budget {math.ceil(budget.full_run_s / 60)})"
+            f" (planned at the measured speed to keep the expected time, the learning rate cooled down to zero "
+            f"by the last step; all {max_steps} would take about {format_duration(budget.full_run_s)} here now: "
+            f"--time-budget {math.ceil(budget.full_run_s / 60)})"
             if budget.stopped_at is not None and budget.full_run_s is not None
             else ""
         )

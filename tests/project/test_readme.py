@@ -194,6 +194,7 @@ def test_readme_commands_run_as_written_in_order(tmp_path: Path) -> None:
         MPLBACKEND="Agg",
     )
     timings = []
+    before = {entry.name for entry in repo.iterdir()}
     for block in readme_blocks(README.read_text(encoding="utf-8")):
         if block.skip is not None:
             continue
@@ -218,9 +219,11 @@ def test_readme_commands_run_as_written_in_order(tmp_path: Path) -> None:
     print("README block wall times (line, s):", " ".join(f"{line}:{sec}" for line, sec in timings))
     # what the blocks promise to leave behind, chained from the first train run
     for path in ("out/demo/data/train.sa", "out/admin-sa-sb/model.safetensors", "out/admin-folded/config.json",
-                 "out/admin-marian", "out/admin-ct2/model.bin", "out/admin-ct2/tokenizer.json", "omega.png", "dlcl.png",
-                 "train.jsonl", "json/train.jsonl"):  # fmt: skip
+                 "out/admin-marian", "out/admin-ct2/model.bin", "out/admin-ct2/tokenizer.json", "out/omega.png",
+                 "out/dlcl.png", "out/train.jsonl", "out/json/train.jsonl"):  # fmt: skip
         assert (repo / path).exists(), path
+    left = sorted({entry.name for entry in repo.iterdir()} - before)
+    assert left == ["out"], f"the README's examples write outside out/: {left}"
 
 
 def _hub_layout_copy(folder: Path) -> Path:
