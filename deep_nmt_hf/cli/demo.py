@@ -82,7 +82,8 @@ def add_parsers(commands: Any) -> dict[str, Any]:
         default=DEMO_BUDGET_MINUTES,
         metavar="MINUTES",
         help="the most the whole run may take: after 20 steps the demo prints its expected time (the forecast, "
-        "at most this) and stops training early rather than miss it on a busy machine; 0: no budget (every "
+        "at most this) and, on a busy machine, plans the steps that fit it with the learning rate cooled down by "
+        "the last one rather than miss it; 0: no budget (every "
         "step trained, however long)",
     )
     demo.add_argument("--overwrite", action="store_true", help="replace an existing output directory")
