@@ -216,6 +216,38 @@ class WallClockBudget(TrainerCallback):
         }
 
 
+def fits(
+    seconds_per_step: float, steps: int, after_steps: float, time_left_s: float | None, margin: float = 0.85
+) -> bool:
+    """Whether `steps` training steps and the work after them (`after_steps`, in the same model's training steps)
+    fit `margin` of `time_left_s` at the measured `seconds_per_step` (the margin: the corpus and the tokenizer,
+    and a speed that varies); always without a budget (None)."""
+    return time_left_s is None or (steps + after_steps) * seconds_per_step <= margin * time_left_s
+
+
+def probe_seconds_per_step(
+    model: torch.nn.Module, batch_size: int, length: int, vocab_size: int, steps: int = 3
+) -> float:
+    """Seconds one Adam training step of `model` takes on a random batch of `batch_size` x `length` tokens (after
+    one untimed step): the speed a run of it would have on this machine now. The model is left as it was."""
+    generator = torch.Generator().manual_seed(0)
+    ids = torch.randint(4, vocab_size - 1, (batch_size, length), generator=generator)
+    state = {name: tensor.detach().clone() for name, tensor in model.state_dict().items()}
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-4)
+    model.train()
+    times = []
+    for step in range(steps + 1):
+        begin = time.perf_counter()
+        loss = model(input_ids=ids, labels=ids).loss
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        if step:
+            times.append(time.perf_counter() - begin)
+    model.load_state_dict(state)
+    return statistics.median(times)
+
+
 def cooldown_factor(done: int, planned: int, share: float = COOLDOWN_SHARE) -> float:
     """The learning-rate factor of step ``done + 1`` of a run planned to end at step `planned`: 1, then falling
     linearly over the last `share` of the planned steps to 1 / (cool-down length) at the last step."""
