@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from factories import tiny_model
 
-from deep_nmt_hf.cli import main
+from deep_nmt_hf.cli import common, main
 from deep_nmt_hf.cli.interrupt import interrupted_message, resume_argv
 from deep_nmt_hf.data import write_parallel_dir
 from deep_nmt_hf.data.synthetic import SRC_LANG, TGT_LANG, demo_splits
@@ -95,7 +95,8 @@ def test_an_unknown_model_type_is_named_without_a_question_on_stdin(
         "plot-dlcl": ["plot", "dlcl", str(model), "--out", str(tmp_path / "out.png")],
         "plot-omega": ["plot", "omega", str(model), "--out", str(tmp_path / "out.png")],
     }[command]
-    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")  # push: never a real remote host
+    # push: a Hub that answers (no network is test_cli_offline.py's), so that the model's type is what fails
+    monkeypatch.setattr(common, "check_hub_reachable", lambda *args, **kwargs: None)
     with stdin_file.open() as stdin:
         monkeypatch.setattr(sys, "stdin", stdin)
         code = main(argv)
