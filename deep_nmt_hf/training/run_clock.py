@@ -28,6 +28,10 @@ class TrainingClock(TrainerCallback, ExportableState):
             saved = saved[-1] if saved else None
         self.before_s = float(((saved or {}).get("attributes") or {}).get("before_s", 0.0))
         self._start = time.monotonic()
+        if state.stateful_callbacks is not None:  # a checkpoint saved before the clock existed: the next save
+            state.stateful_callbacks.setdefault(
+                type(self).__name__, self.state()
+            )  # updates the entry in place
 
     def elapsed_s(self) -> float:
         """Training seconds of the whole run so far."""
