@@ -248,6 +248,7 @@ def test_readme_hub_multi30k_command_reads_the_hubs_layout(tmp_path: Path, monke
     --test-split as the README gives them (the real download is skipped in the README test)."""
     import datasets
 
+    from deep_nmt_hf.cli import common as cli_common
     from deep_nmt_hf.cli import main
 
     (block,) = [b for b in readme_blocks(README.read_text(encoding="utf-8")) if "--dataset " in b.code]
@@ -262,6 +263,8 @@ def test_readme_hub_multi30k_command_reads_the_hubs_layout(tmp_path: Path, monke
         return real(str(stand_in), *args, cache_dir=str(tmp_path / "hf_cache"), **kwargs)
 
     monkeypatch.setattr(datasets, "load_dataset", load_dataset)
+    # the stand-in answers for the Hub: no reachability request (cli/common.py's check; never the network here)
+    monkeypatch.setattr(cli_common, "check_hub_reachable", lambda *args, **kwargs: None)
     out = tmp_path / "out"
     argv[argv.index("--output-dir") + 1] = str(out)
     short = ["--max-steps", "2", "--batch-size", "8", "--vocab-size", "120", "--final-eval-samples", "3"]
