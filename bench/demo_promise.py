@@ -3,8 +3,8 @@ and against what the README documents (issue #59, item 2).
 
 One run of the default demo (about 5 minutes; `--quick` for a smoke run) in a fresh output directory, the threads
 left to the demo (OMP_NUM_THREADS unset, so they follow the load) unless `--threads N`. Checked: the total time is
-within ±30% of the expected time the demo printed after its first steps; when it trained all its steps, its test
-BLEU is within `--bleu-tolerance` of the README's "BLEU about N". Appends one row (date, load before / after,
+within ±30% of the expected time the demo printed after its first steps; its test BLEU is within `--bleu-tolerance`
+(3) of the README's "BLEU about N" (a free machine's), also when a busy machine planned fewer steps. Appends one row (date, load before / after,
 threads, steps, expected and actual time, BLEU, verdict) to bench/results/demo_promise.md; exit 1 if a check
 failed.
 
@@ -32,8 +32,9 @@ HEADER = """# Does the demo keep its promise? (`bench/demo_promise.py`)
 
 Each row is one `deep-nmt demo` run (fresh output directory). `expected`: the time it printed after its first 20
 steps; `actual`: its wall clock from the command's start; a run keeps its promise when actual is within ±30% of
-expected. BLEU is checked against the README's "BLEU about N" only when the demo trained all its steps (a busy
-machine stops training early to keep the time: then a lower BLEU is expected and recorded in metrics.json).
+expected. BLEU is checked against the README's "BLEU about N" (±3). Rows before 2026-11-29 03:00 ran the demo that
+stopped training early on a busy machine (BLEU then only checked with all steps trained); later rows plan the steps
+from the measured speed with the learning rate cooled down by the last one.
 
 | date (UTC) | machine | load before → after | threads | steps | expected | actual | BLEU | verdict |
 |---|---|---|---|---|---|---|---|---|
@@ -56,7 +57,9 @@ def main() -> int:
     )
     parser.add_argument("--quick", action="store_true", help="deep-nmt demo --quick (no BLEU check)")
     parser.add_argument("--threads", type=int, help="fix the demo's threads (default: they follow the load)")
-    parser.add_argument("--bleu-tolerance", type=float, default=2.5, help="allowed |BLEU - README's|")
+    parser.add_argument(
+        "--bleu-tolerance", type=float, default=3.0, help="allowed |BLEU - README's| (a free machine's)"
+    )
     parser.add_argument("--no-record", action="store_true", help="do not append to the results file")
     args = parser.parse_args()
 
@@ -87,7 +90,7 @@ def main() -> int:
     bleu = record["bleu"]  # the test split's
     checks = {"time": abs(actual / expected - 1) <= 0.3}
     documented = None
-    if not args.quick and steps == planned:
+    if not args.quick:  # all steps or fewer planned at the measured speed: within 3 BLEU of a free machine
         documented = readme_bleu()
         checks["bleu"] = abs(bleu - documented) <= args.bleu_tolerance
     threads = "→".join(str(item["threads"]) for item in record.get("threads", [])) or "?"
@@ -95,7 +98,7 @@ def main() -> int:
         "kept" if all(checks.values()) else "MISSED: " + ", ".join(k for k, ok in checks.items() if not ok)
     )
     if documented is None:
-        verdict += " (BLEU not checked: " + ("quick" if args.quick else f"stopped at {steps}/{planned}") + ")"
+        verdict += " (BLEU not checked: quick)"
     else:
         verdict += f" (README: BLEU about {documented:g})"
     row = (

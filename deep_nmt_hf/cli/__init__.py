@@ -21,6 +21,7 @@ from .common import (
     _setup_logging,
     add_threads_flag,
     apply_threads,
+    check_saved_model_types,
     precheck,
     quiet_import_notices,
 )
@@ -30,6 +31,11 @@ from .train import CHOICE_FLAGS
 __all__ = ["CHOICE_FLAGS", "EXIT_ERROR", "build_parser", "main"]
 
 COMMAND_GROUPS = (train_command, evaluate, demo, push, tools, preprocess, average, convert)
+# command -> its checks that need no heavy import, run with `precheck` before torch
+EARLY_CHECKS: dict[str, Callable[[argparse.Namespace], None]] = {
+    "train": train_command.precheck,
+    "demo": demo.precheck,
+}
 
 
 def _parser_and_handlers() -> tuple[argparse.ArgumentParser, dict[str, Callable[[argparse.Namespace], int]]]:
@@ -60,6 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     quiet_import_notices()
     try:
         precheck(args)
+        EARLY_CHECKS.get(args.command, lambda _: None)(args)  # each command's own light checks
     except (ValueError, OSError) as err:
         if args.debug:
             raise
@@ -77,9 +84,11 @@ def main(argv: list[str] | None = None) -> int:
     from ..training.distributed import end_process_group
 
     try:
+        check_saved_model_types(args)  # never Transformers' remote-code question on stdin, in any command
         code = handlers[args.command](args)
     except KeyboardInterrupt:  # for train: where the partial run is and the command that continues it
-        print(interrupted_message(args, sys.argv[1:] if argv is None else list(argv)), file=sys.stderr)
+        # on a line of its own: a progress bar's line has no end yet (the two would overlap)
+        print("\n" + interrupted_message(args, sys.argv[1:] if argv is None else list(argv)), file=sys.stderr)
         return EXIT_INTERRUPTED
     except (DataError, ValueError, OSError, TrainingDivergedError, SafetensorError) as err:
         if args.debug:

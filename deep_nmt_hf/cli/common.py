@@ -107,10 +107,20 @@ def precheck(args: argparse.Namespace) -> None:
     variant = getattr(args, "variant", None)
     if variant is not None and variant not in variant_names():
         raise ValueError(f"--variant {variant}: unknown; valid variants: {', '.join(variant_names())}")
-    for flag in ("model", "input", "model_dir"):  # evaluate / translate / plot, fold / export, push
+    for flag in MODEL_ARGUMENTS:
         value = getattr(args, flag, None)
         if value is not None:
             _check_model_path(str(value), hub=getattr(args, "command", None) in HUB_MODEL_COMMANDS)
+    command = getattr(args, "command", None)
+    if command == "push" and not getattr(args, "dry_run", True):
+        check_hub_reachable(
+            f"push {args.repo_id}", "pass --dry-run to prepare the folder without the network"
+        )
+    dataset = getattr(args, "dataset", None)
+    if command in DATASET_COMMANDS and dataset is not None and not Path(dataset).expanduser().exists():
+        check_hub_reachable(
+            f"--dataset {dataset}", "give --data-dir or --data to read local files", offline_ok=True
+        )
     run_dir = getattr(args, "run_dir", None)  # average
     if run_dir is not None and not Path(run_dir).expanduser().is_dir():
         raise FileNotFoundError(
@@ -119,6 +129,19 @@ def precheck(args: argparse.Namespace) -> None:
     if hasattr(args, "threads"):
         args.threads_requested = args.threads  # None unless --threads was given (the demo follows the load)
         args.threads = resolve_threads(args.threads)
+
+
+MODEL_ARGUMENTS = ("model", "input", "model_dir")  # evaluate / translate / plot, fold / export, push
+
+
+def check_saved_model_types(args: argparse.Namespace) -> None:
+    """Every saved model directory a command names has a `model_type` this installation knows (once the package
+    has registered its types): one line otherwise, before any `from_pretrained` could ask on standard input
+    whether to run the directory's code (`model_checks.check_model_type`)."""
+    for flag in MODEL_ARGUMENTS:
+        value = getattr(args, flag, None)
+        if value is not None and Path(value).expanduser().is_dir():
+            check_model_type(Path(value).expanduser())
 
 
 # commands whose model argument may also be a Hugging Face Hub id (the others write next to it or need its files)
@@ -171,6 +194,34 @@ def _check_model_path(model: str, hub: bool = False) -> None:
     if hint.is_dir():
         message += f"; did you mean {hint}?"
     raise FileNotFoundError(message)
+
+
+# commands whose --dataset is read from the Hub (push's --dataset only names it in the card)
+DATASET_COMMANDS = ("train", "evaluate", "preprocess")
+
+
+def check_hub_reachable(what: str, instead: str, offline_ok: bool = False) -> None:
+    """The Hub (`HF_ENDPOINT`, default https://huggingface.co) answers one request within HUB_CHECK_TIMEOUT_S,
+    no retries; else ConnectionError, one line naming `what`, the address and `HF_HUB_OFFLINE`, before anything
+    heavy (huggingface_hub and datasets would otherwise retry for half a minute, or print a traceback).
+    With `HF_HUB_OFFLINE` set: nothing is asked of the network; an error unless `offline_ok` (datasets then read
+    their local cache)."""
+    from huggingface_hub import constants
+    from huggingface_hub.utils import get_session
+
+    if constants.HF_HUB_OFFLINE:
+        if offline_ok:
+            return
+        raise ConnectionError(
+            f"{what}: HF_HUB_OFFLINE is set, so {constants.ENDPOINT} is not contacted; {instead}"
+        )
+    try:
+        get_session().head(constants.ENDPOINT, timeout=HUB_CHECK_TIMEOUT_S, follow_redirects=False)
+    except Exception as error:  # no network, DNS, refused, timeout, proxy
+        raise ConnectionError(
+            f"{what}: the Hub at {constants.ENDPOINT} cannot be reached ({type(error).__name__}); check the network "
+            f"(or HF_ENDPOINT), set HF_HUB_OFFLINE=1 to work offline, or {instead}"
+        ) from None
 
 
 def _hub_cached(repo_id: str) -> bool:

@@ -10,6 +10,7 @@ import math
 import os
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,21 @@ DEMO_MODEL = {
     "layer_norm_position": "pre",
     "dropout": 0.1,
 }
+# on a machine too busy to train DEMO_MODEL's steps in the budget (measured before training: `choose_demo_model`):
+# 800 steps of this one took 5.4 min at load 10 on 2 cores and scored BLEU 15.6 (DEMO_MODEL: about 18 on a free
+# machine, 0.2 in its 107 planned steps at that load)
+DEMO_SMALL_MODEL = {
+    **DEMO_MODEL,
+    "d_model": 64,
+    "encoder_layers": 2,
+    "decoder_layers": 2,
+    "encoder_ffn_dim": 256,
+    "decoder_ffn_dim": 256,
+}
+DEMO_MODELS = (DEMO_MODEL, DEMO_SMALL_MODEL)  # the preferred first
+PROBE_LENGTH = (
+    16  # tokens per sentence of the speed probe's batch (the corpus: 3-20 words, about as many tokens)
+)
 DEMO_DEFAULTS = {
     "train_size": 12000,
     "valid_size": 200,
@@ -82,7 +98,8 @@ def add_parsers(commands: Any) -> dict[str, Any]:
         default=DEMO_BUDGET_MINUTES,
         metavar="MINUTES",
         help="the most the whole run may take: after 20 steps the demo prints its expected time (the forecast, "
-        "at most this) and stops training early rather than miss it on a busy machine; 0: no budget (every "
+        "at most this) and, on a busy machine, trains a smaller model (2+2 layers, d_model 64) and plans the steps "
+        "that fit it with the learning rate cooled down by the last one rather than miss it; 0: no budget (every "
         "step trained, however long)",
     )
     demo.add_argument("--overwrite", action="store_true", help="replace an existing output directory")
@@ -91,7 +108,7 @@ def add_parsers(commands: Any) -> dict[str, Any]:
     return {"demo": _cmd_demo}
 
 
-# the default --time-budget: the 800 steps on 2 free cores fit it; a busier machine stops training earlier
+# the default --time-budget: the 800 steps on 2 free cores fit it; a busier machine plans fewer (time_budget.py)
 DEMO_BUDGET_MINUTES = 5.0
 # the work after training (scoring the 500-sentence test split with beam 4, saving), in training steps of the
 # same run: 28 measured after 20 steps (an untrained model writes to the length limit; a trained one is faster)
@@ -109,6 +126,48 @@ def threads_line(changes: list[list[int]]) -> str:
         return str(changes[0][1]) if changes else "?"
     shown = ", ".join(f"{n} from step {step}" for step, n in changes[1:6])
     return f"{changes[0][1]} ({shown}{', ...' if len(changes) > 6 else ''})"
+
+
+def precheck(args: argparse.Namespace) -> None:
+    """What `demo` can check before torch is imported (`deep_nmt_hf.cli.main` runs it first): --time-budget
+    and an existing output directory (`staging.check_output_path`, as the run itself would refuse it)."""
+    from ..training.staging import check_output_path
+
+    if not args.time_budget >= 0:
+        raise ValueError(f"--time-budget {args.time_budget}: must be >= 0 (minutes; 0: no budget)")
+    check_output_path(args.output_dir, overwrite=args.overwrite)
+
+
+def choose_demo_model(
+    budget_s: float | None,
+    steps: int,
+    after_steps: float,
+    elapsed: Callable[[], float],
+    probe: Callable[[dict[str, Any]], float],
+) -> tuple[dict[str, Any], list[float]]:
+    """The model the demo trains: the first of DEMO_MODELS whose steps and scoring fit what is left of the budget
+    at the speed `probe` measures for it (seconds per step), else the last, whose steps `WallClockBudget` then
+    plans; DEMO_MODEL without a budget. Returns it and the speeds measured."""
+    from ..training.time_budget import fits
+
+    speeds: list[float] = []
+    for fields in DEMO_MODELS:
+        if budget_s is None:
+            return fields, speeds
+        speeds.append(probe(fields))
+        if fits(speeds[-1], steps, after_steps, budget_s - elapsed()):
+            return fields, speeds
+    return DEMO_MODELS[-1], speeds
+
+
+def _probe(fields: dict[str, Any], batch_size: int) -> float:
+    from ..model.configuration_deep_nmt import DeepNMTConfig
+    from ..model.modeling_deep_nmt import DeepNMTForConditionalGeneration
+    from ..training.time_budget import probe_seconds_per_step
+
+    vocab = DEMO_DEFAULTS["vocab_size"]
+    config = DeepNMTConfig(**fields, vocab_size=vocab, max_position_embeddings=256)
+    return probe_seconds_per_step(DeepNMTForConditionalGeneration(config), batch_size, PROBE_LENGTH, vocab)
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
@@ -150,6 +209,27 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         follow_load=not fixed,
         calibration_steps=min(CALIBRATION_STEPS, max(1, max_steps // 4)),
     )
+    model, speeds = choose_demo_model(
+        budget.budget_s,
+        max_steps,
+        budget.after_training_steps,
+        lambda: time.monotonic() - start,
+        lambda fields: _probe(fields, args.batch_size),
+    )
+    if model is not DEMO_MODEL:
+        logger.info(
+            "the %d+%d-layer d_model %d model would not train its %d steps in the budget here now (%.2f s a step): "
+            "training a %d+%d-layer d_model %d one instead (%.2f s a step)",
+            DEMO_MODEL["encoder_layers"],
+            DEMO_MODEL["decoder_layers"],
+            DEMO_MODEL["d_model"],
+            max_steps,
+            speeds[0],
+            model["encoder_layers"],
+            model["decoder_layers"],
+            model["d_model"],
+            speeds[-1],
+        )
     final = args.output_dir.expanduser().absolute()
     with staged_output_dir(final, overwrite=args.overwrite) as staging:
         logger.info("generating the synthetic corpus (%s -> %s): %s", SRC_LANG, TGT_LANG, sizes)
@@ -180,15 +260,15 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         )
         logger.info(
             "training a %d+%d-layer pre-LN model (d_model %d) for %d steps",
-            DEMO_MODEL["encoder_layers"],
-            DEMO_MODEL["decoder_layers"],
-            DEMO_MODEL["d_model"],
+            model["encoder_layers"],
+            model["decoder_layers"],
+            model["d_model"],
             max_steps,
         )
         translations: dict[str, list[str]] = {}
         with contextlib.redirect_stdout(sys.stderr):  # Trainer logs to stderr; the summary to stdout
             record = train(
-                options, dict(DEMO_MODEL), staging_dir=staging, translations=translations, callbacks=[budget]
+                options, dict(model), staging_dir=staging, translations=translations, callbacks=[budget]
             )
         hypotheses_name = translations_file_name(TGT_LANG)
         with atomic_write(staging / hypotheses_name) as handle:  # one line per test sentence, in order
@@ -196,6 +276,8 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         # the threads beside the versions and the seed: what a user needs to tell why a score differs
         record["threads"] = budget.summary()["threads"]
         record["demo"] = budget.summary(total_s=time.monotonic() - start)
+        record["demo"]["model"] = "default" if model is DEMO_MODEL else "small (the default would not fit)"
+        record["demo"]["probed_s_per_step"] = [round(value, 3) for value in speeds]
         with atomic_write(staging / "metrics.json") as handle:
             handle.write(json.dumps(record, indent=2, default=str) + "\n")
     total = time.monotonic() - start
@@ -204,8 +286,9 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     print(
         f"\ntrained {record['global_step']} of {max_steps} steps"
         + (
-            f" (stopped early to keep the expected time; all {max_steps} would take about "
-            f"{format_duration(budget.full_run_s)} here now: --time-budget {math.ceil(budget.full_run_s / 60)})"
+            f" (planned at the measured speed to keep the expected time, the learning rate cooled down to zero "
+            f"by the last step; all {max_steps} would take about {format_duration(budget.full_run_s)} here now: "
+            f"--time-budget {math.ceil(budget.full_run_s / 60)})"
             if budget.stopped_at is not None and budget.full_run_s is not None
             else ""
         )

@@ -94,7 +94,7 @@ def add_parsers(commands: Any) -> dict[str, Any]:
         "with --all-splits, OUT is a new directory receiving {split}.jsonl per split. Output is written "
         "atomically (temporary sibling, then rename).",
         formatter_class=_HelpFormatter,
-        epilog="example:\n  deep-nmt data to-json --data-dir ../shared/data/multi30k --src-lang en --tgt-lang de "
+        epilog="example:\n  deep-nmt data to-json --data-dir data/multi30k --src-lang en --tgt-lang de "
         "--split train train.jsonl",
     )
     to_json.add_argument(

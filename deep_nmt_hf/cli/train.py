@@ -12,6 +12,7 @@ from typing import Any
 
 from .common import _add_data_flags, _choice_help, _data_source, _HelpFormatter, _print_scores, _variant_names
 from .flags import FieldFlags, flag_default, flag_dest, flag_fields
+from .names import check_config_values
 from .preprocess import _add_data_path_flags
 from .schedule_flags import add_schedule_flags, preset_help, schedule_flag_values
 
@@ -123,7 +124,7 @@ def add_parsers(commands: Any) -> dict[str, Any]:
         help="train a model with Seq2SeqTrainer",
         description="Train a model on parallel text (joint BPE tokenizer, Seq2SeqTrainer, beam-search BLEU).",
         formatter_class=_HelpFormatter,
-        epilog="example:\n  deep-nmt train --data-dir ../shared/data/multi30k --src-lang en --tgt-lang de "
+        epilog="example:\n  deep-nmt train --data-dir data/multi30k --src-lang en --tgt-lang de "
         "--valid-split val --output-dir out/en-de --layer-norm-position pre --encoder-layers 12",
     )
     _add_train_flags(train)
@@ -131,23 +132,52 @@ def add_parsers(commands: Any) -> dict[str, Any]:
     return {"train": _cmd_train}
 
 
-def _parse_set(items: Sequence[str]) -> dict[str, Any]:
-    from ..model.configuration_deep_nmt import DeepNMTConfig
-
-    known = set(DeepNMTConfig().to_dict())
+def _set_values(items: Sequence[str]) -> dict[str, Any]:
+    """--set FIELD=VALUE items as {field: JSON value (else the bare string)}; the field names are not checked."""
     values: dict[str, Any] = {}
     for item in items:
         key, sep, raw = item.partition("=")
         key = key.strip().replace("-", "_")
         if not sep or not key:
             raise ValueError(f"--set {item!r}: expected FIELD=VALUE")
-        if key not in known:
-            raise ValueError(f"--set {key}: not a config field of DeepNMTConfig")
         try:
             values[key] = json.loads(raw)
         except json.JSONDecodeError:
             values[key] = raw  # a bare string such as --set dlcl_init=one
     return values
+
+
+def _parse_set(items: Sequence[str]) -> dict[str, Any]:
+    from ..model.configuration_deep_nmt import DeepNMTConfig
+
+    known = set(DeepNMTConfig().to_dict())
+    values = _set_values(items)
+    for key in values:
+        if key not in known:
+            raise ValueError(f"--set {key}: not a config field of DeepNMTConfig")
+    return values
+
+
+def precheck(args: argparse.Namespace) -> None:
+    """What `train` can check before torch is imported (`deep_nmt_hf.cli.main` runs it first): every option
+    (`resolution.resolve_options`: recipe, presets, ``--max-steps 0``), the config values that have a rule of
+    their own (`names.check_config_values`: ``--set encoder_layers=-2``), the named splits of a --data-dir and
+    the output directory (`staging.check_output_dir`). The config's other rules follow once it is imported."""
+    from ..training.options import TrainingOptions
+    from ..training.resolution import resolve_options
+    from ..training.staging import check_output_dir
+
+    options, fields, _ = resolve_options(
+        _option_flags(args, TrainingOptions), _config_flags(args), config_set=_set_values(args.config_set)
+    )
+    check_config_values(fields)
+    if args.data_dir is not None:  # the splits named (valid_split None: the first of valid / val / ... found)
+        from ..data.split_files import check_split_named
+
+        for split in (options.train_split, options.valid_split, options.test_split):
+            if split is not None:
+                check_split_named(args.data_dir, split, options.src_lang, options.tgt_lang)
+    check_output_dir(options)
 
 
 def _config_flags(args: argparse.Namespace) -> dict[str, Any]:

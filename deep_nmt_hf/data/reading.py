@@ -38,6 +38,8 @@ from typing import IO, Any
 import datasets
 
 from .arrow import build_translation_arrow, cache_root, cached_entry, source_fingerprint
+from .errors import DataError
+from .split_files import available_splits, check_split_named, split_files
 
 logger = logging.getLogger(__name__)
 
@@ -52,10 +54,6 @@ __all__ = [
 ]
 
 _JSONL_SUFFIXES = (".jsonl", ".json", ".jsonl.gz", ".json.gz")
-
-
-class DataError(ValueError):
-    """Bad or missing parallel data; the message names the file (and line) and what was expected."""
 
 
 @dataclass
@@ -138,42 +136,6 @@ def _finish_report(
 
 
 # ---------------------------------------------------------------------------------------- directory of files
-def _split_files(data_dir: Path) -> dict[str, dict[str, list[str]]]:
-    """{split: {lang: [file names]}} for every ``{split}.{lang}[.gz]`` file in data_dir."""
-    found: dict[str, dict[str, list[str]]] = {}
-    for entry in sorted(os.listdir(data_dir)):
-        if not (data_dir / entry).is_file():
-            continue
-        stem = entry.removesuffix(".gz")
-        split, dot, lang = stem.rpartition(".")
-        if not dot or not split or not lang or lang in ("jsonl", "json"):
-            continue
-        found.setdefault(split, {}).setdefault(lang, []).append(entry)
-    return found
-
-
-def _jsonl_splits(data_dir: Path) -> list[str]:
-    return sorted(
-        {
-            entry.rpartition(".")[0]
-            for entry in os.listdir(data_dir)
-            if entry.endswith((".jsonl", ".json")) and (data_dir / entry).is_file()
-        }
-    )
-
-
-def available_splits(data_dir: str | os.PathLike[str], src_lang: str, tgt_lang: str) -> list[str]:
-    """Sorted splits with a file for both languages (plain or .gz), plus splits with a ``{split}.jsonl``."""
-    data_dir = Path(data_dir)
-    if not data_dir.is_dir():
-        raise DataError(f"{data_dir}: not a directory; expected a folder of {{split}}.{{lang}}[.gz] files")
-    splits = {
-        split for split, langs in _split_files(data_dir).items() if src_lang in langs and tgt_lang in langs
-    }
-    splits.update(_jsonl_splits(data_dir))
-    return sorted(splits)
-
-
 def find_file(data_dir: Path, split: str, lang: str, src_lang: str, tgt_lang: str) -> Path:
     plain = data_dir / f"{split}.{lang}"
     gz = data_dir / f"{split}.{lang}.gz"
@@ -183,14 +145,11 @@ def find_file(data_dir: Path, split: str, lang: str, src_lang: str, tgt_lang: st
         return plain
     if gz.is_file():
         return gz
-    files = _split_files(data_dir)
+    files = split_files(data_dir)
     for_split = sorted(name for names in files.get(split, {}).values() for name in names)
     for_lang = sorted(name for langs in files.values() for name in langs.get(lang, []))
     if not for_split:
-        raise DataError(
-            f"{data_dir}: unknown split {split!r} (no {split}.* files); available splits for "
-            f"{src_lang}-{tgt_lang}: {', '.join(available_splits(data_dir, src_lang, tgt_lang)) or 'none'}"
-        )
+        check_split_named(data_dir, split, src_lang, tgt_lang)
     raise DataError(
         f"missing file {plain} (or {gz.name}); files for split {split!r}: {', '.join(for_split)}; "
         f"files for language {lang!r}: {', '.join(for_lang) or 'none'}"

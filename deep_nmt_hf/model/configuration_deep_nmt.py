@@ -20,34 +20,27 @@ presets, each variant's defaults) come from registry.py.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
 from typing import Any, ClassVar
 
 from transformers import PretrainedConfig
 from transformers.activations import ACT2FN
 
 from .pipeline_shipping import served_by_the_registered_task
-from .registry import CHOICES, VARIANT_SPECS, VariantSpec
-
-
-def _number(value: Any) -> bool:
-    return not isinstance(value, bool) and isinstance(value, (int, float))
-
-
-def _integer(value: Any) -> bool:
-    return not isinstance(value, bool) and isinstance(value, int)
-
-
-# (test of a value, what the error says after "field=value"): the single-field rules, attached to fields by `ruled`
-Rule = tuple[Callable[[Any], bool], str]
-POSITIVE_INTEGER: Rule = (lambda v: _integer(v) and v > 0, "is not allowed: it must be a positive integer")
-PROBABILITY: Rule = (
-    lambda v: _number(v) and 0 <= v < 1,
-    "is not allowed: a probability that must lie in [0, 1)",
+from .registry import (  # the single-field rules: plain data, read by the launcher's early checks too
+    CHOICES,
+    FLAG,
+    LOSS_WEIGHT,
+    POSITIVE_INTEGER,
+    POSITIVE_NUMBER,
+    PROBABILITY,
+    VARIANT_SPECS,
+    Rule,
+    VariantSpec,
+    check_choice,
+    check_rule,
 )
-POSITIVE_NUMBER: Rule = (lambda v: _number(v) and v > 0, "must be a positive number")
-FLAG: Rule = (lambda v: isinstance(v, bool), "must be true or false")
-LOSS_WEIGHT: Rule = (lambda v: _number(v) and v >= 0, "must be a number ≥ 0 (0 turns the loss off)")
+from .registry import is_integer as _integer
+from .registry import is_number as _number
 
 
 def ruled(default: Any, rule: Rule) -> Any:
@@ -304,10 +297,8 @@ class DeepNMTConfig(PretrainedConfig):
 
     def validate_fields(self) -> None:
         """Each field with a rule (`FIELD_RULES`) against it."""
-        for name, (valid, requirement) in FIELD_RULES.items():
-            value = getattr(self, name)
-            if not valid(value):
-                raise ValueError(f"{name}={value!r} {requirement}")
+        for name, rule in FIELD_RULES.items():
+            check_rule(name, getattr(self, name), rule)
 
     def validate_choices(self) -> None:
         """Each choice field among the registry's values, the activation among Transformers'."""
@@ -484,13 +475,6 @@ def _depth(layers: int, repeats: int, order: str) -> int:
     if order == "zigzag":
         return layers + (repeats - 1) * (layers - 1)
     return layers * repeats
-
-
-def check_choice(field: str, value: Any, allowed: tuple[str, ...]) -> None:
-    """Raise ValueError unless `value` is one of the `allowed` values of the choice field `field`."""
-    if value not in allowed:
-        valid = ", ".join(repr(v) for v in allowed)
-        raise ValueError(f"{field}={value!r} is not a valid choice; allowed: {valid}")
 
 
 __all__ = [

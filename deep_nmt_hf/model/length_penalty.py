@@ -31,8 +31,7 @@ import torch
 from transformers import GenerationConfig
 
 from .length_limit import sentence_max_lengths
-
-LENGTH_PENALTY_FORMS = ("fairseq", "gnmt")
+from .registry import LENGTH_PENALTY_FORMS
 
 # α of GNMT's penalty for the beam search running in this thread / task; None: Transformers' len^α
 _GNMT_ALPHA: ContextVar[float | None] = ContextVar("deep_nmt_gnmt_alpha", default=None)

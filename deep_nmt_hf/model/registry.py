@@ -20,12 +20,53 @@ light `deep-nmt` launcher before torch or transformers. The guide to adding a va
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 # the stock Transformers classes a fold can produce, by `layer_norm_position` (publish/folding.py); a post-LN model
 # with fairseq's positions (`position_embedding="fairseq_sinusoidal"`, converted from fairseq) folds into FSMT
 MARIAN, PEGASUS, FSMT = "MarianMTModel", "PegasusForConditionalGeneration", "FSMTForConditionalGeneration"
 FOLD_TARGETS: dict[str, str] = {"post": MARIAN, "pre": PEGASUS}
+# the length-penalty forms of `generate` (length_penalty.py: Transformers' len^α, GNMT's ((5+len)/6)^α)
+LENGTH_PENALTY_FORMS = ("fairseq", "gnmt")
+
+
+def is_number(value: Any) -> bool:
+    """An int or a float, not a bool."""
+    return not isinstance(value, bool) and isinstance(value, (int, float))
+
+
+def is_integer(value: Any) -> bool:
+    """An int, not a bool."""
+    return not isinstance(value, bool) and isinstance(value, int)
+
+
+# (test of a value, what the error says after "field=value"): the named single-field rules, attached to the config's
+# fields by `configuration_deep_nmt.ruled`; plain data here so that the light launcher checks `--set` values and
+# flags against them before torch is imported (cli/names.py's CONFIG_FIELD_RULES)
+Rule = tuple[Callable[[Any], bool], str]
+POSITIVE_INTEGER: Rule = (lambda v: is_integer(v) and v > 0, "is not allowed: it must be a positive integer")
+PROBABILITY: Rule = (
+    lambda v: is_number(v) and 0 <= v < 1,
+    "is not allowed: a probability that must lie in [0, 1)",
+)
+POSITIVE_NUMBER: Rule = (lambda v: is_number(v) and v > 0, "must be a positive number")
+FLAG: Rule = (lambda v: isinstance(v, bool), "must be true or false")
+LOSS_WEIGHT: Rule = (lambda v: is_number(v) and v >= 0, "must be a number ≥ 0 (0 turns the loss off)")
+
+
+def check_rule(field: str, value: Any, rule: Rule) -> None:
+    """Raise ValueError naming `field`, `value` and what is allowed unless `value` passes `rule`."""
+    valid, requirement = rule
+    if not valid(value):
+        raise ValueError(f"{field}={value!r} {requirement}")
+
+
+def check_choice(field: str, value: Any, allowed: tuple[str, ...]) -> None:
+    """Raise ValueError unless `value` is one of the `allowed` values of the choice field `field`."""
+    if value not in allowed:
+        valid = ", ".join(repr(v) for v in allowed)
+        raise ValueError(f"{field}={value!r} is not a valid choice; allowed: {valid}")
 
 
 class VariantSpec(NamedTuple):
@@ -251,6 +292,17 @@ def public_classes() -> dict[str, str]:
 
 __all__ = [
     "BASE_WIDTH",
+    "FLAG",
+    "LENGTH_PENALTY_FORMS",
+    "LOSS_WEIGHT",
+    "POSITIVE_INTEGER",
+    "POSITIVE_NUMBER",
+    "PROBABILITY",
+    "Rule",
+    "check_choice",
+    "check_rule",
+    "is_integer",
+    "is_number",
     "CHOICES",
     "FOLDABLE",
     "FOLD_TARGETS",

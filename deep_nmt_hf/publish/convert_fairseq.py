@@ -147,6 +147,13 @@ def load_checkpoint(path: str | Path, trust_pickle: bool = False) -> Checkpoint:
     path = Path(path)
     if not path.is_file():
         raise ConversionError(f"checkpoint {path} does not exist (give a fairseq checkpoint_*.pt file)")
+    with path.open("rb") as handle:  # torch.save writes a zip archive, or (before torch 1.6) a pickle
+        head = handle.read(4)
+    if not (head.startswith(b"PK\x03\x04") or head[:1] == b"\x80"):
+        raise ConversionError(
+            f"{path} is not a PyTorch checkpoint (torch.save writes a zip archive or a pickle); give a fairseq "
+            "checkpoint_*.pt file"
+        )
     try:
         if trust_pickle:
             raw = torch.load(path, map_location="cpu", weights_only=False)

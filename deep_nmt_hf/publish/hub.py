@@ -247,16 +247,29 @@ def _is_local_source(source: str) -> bool:
     )
 
 
+# folder names that say nothing of the corpus (`out/demo/data`): the card names the folder above them too
+GENERIC_FOLDERS = ("data", "dataset", "datasets", "corpus", "corpora", "raw", "text")
+
+
 def _dataset(record: dict[str, Any], override: str | None) -> tuple[str | None, str | None]:
-    """(Hub dataset id or None, name for the model-index or None)."""
+    """(Hub dataset id or None, name for the model-index or None). Local files are named by what they are: the
+    demo's synthetic pair as such, a folder (--data-dir) or file (--data) by its name, a generic folder name
+    (``data``) with the folder above it (``multi30k/data``)."""
     if override:
         return override, override
     source = record.get("data_source")
     if not source:
         return None, None
-    if _is_local_source(str(source)):
-        return None, Path(str(source)).name or str(source)
-    return str(source), str(source)
+    if not _is_local_source(str(source)):
+        return str(source), str(source)
+    src, tgt = record.get("src_lang"), record.get("tgt_lang")
+    if _synthetic_pair(src, tgt):
+        return None, f"deep_nmt_hf synthetic {src}-{tgt} (deep-nmt demo's corpus)"
+    path = Path(str(source))
+    name = path.stem if path.suffix in (".jsonl", ".json") else path.name
+    if name.lower() in GENERIC_FOLDERS and path.parent.name not in ("", ".", ".."):
+        name = f"{path.parent.name}/{name}"
+    return None, name or str(source)
 
 
 def _synthetic_pair(src: str | None, tgt: str | None) -> bool:

@@ -52,6 +52,8 @@ def plot_dlcl_weights(model: nn.Module, path: str | Path) -> Path:
     """Heatmap of W per side, like the paper's Figure 5: row l = the input of layer l+1 (last row: the output),
     column k = the weight given to y_k (y_0 = the embeddings)."""
     plt = _pyplot()
+    from matplotlib.ticker import MaxNLocator
+
     matrices = dlcl_weights(model)
     fig, axes = plt.subplots(1, len(matrices), figsize=(5.2 * len(matrices), 4.6), squeeze=False)
     for ax, (side, weights) in zip(axes[0], matrices.items(), strict=True):
@@ -62,6 +64,8 @@ def plot_dlcl_weights(model: nn.Module, path: str | Path) -> Path:
         ax.set_title(f"DLCL weights W ({side})")
         ax.set_xlabel("k: output y_k (0 = embeddings)")
         ax.set_ylabel("row l: input of layer l+1 (last: output)")
+        for axis in (ax.xaxis, ax.yaxis):  # layer indices: no half-integer ticks on a short (decoder) side
+            axis.set_major_locator(MaxNLocator(integer=True))
         fig.colorbar(image, ax=ax, fraction=0.046)
     fig.tight_layout()
     path = Path(path)

@@ -54,12 +54,10 @@ from transformers import TrainerCallback
 from ..model.residual import AdminOmega, current_omegas, residual_sublayers
 from ..science.plots import plot_omegas
 from .distributed import process_group_is_up
+from .options import PROFILE_POSITIONS
 from .sharding import broadcast_object, gathered_parameters, is_sharded
 
 logger = logging.getLogger(__name__)
-
-
-PROFILE_POSITIONS = ("all", "non_pad")
 
 
 def _masked_variance(tensor: torch.Tensor, mask: torch.Tensor | None) -> float:

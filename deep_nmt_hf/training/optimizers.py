@@ -8,15 +8,36 @@ is the Trainer's (`weight_decay`, put in the parameter groups): L2 for ``adam`` 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
+if TYPE_CHECKING:
+    import torch
 
-OPTIMIZERS: dict[str, type[torch.optim.Optimizer]] = {
-    "adam": torch.optim.Adam,
-    "adamw": torch.optim.AdamW,
-    "radam": torch.optim.RAdam,
-}
+# torch.optim.Adam, AdamW, RAdam (`optimizer_classes`); the names alone, so that options are checked before torch
+OPTIMIZER_NAMES = ("adam", "adamw", "radam")
+
+
+def optimizer_classes() -> dict[str, type[torch.optim.Optimizer]]:
+    """{name: torch.optim class} for every name of OPTIMIZER_NAMES."""
+    import torch
+
+    return {"adam": torch.optim.Adam, "adamw": torch.optim.AdamW, "radam": torch.optim.RAdam}
+
+
+def check_optimizer(
+    name: str, learning_rate: float, betas: tuple[float, float] = (0.9, 0.98), eps: float = 1e-8
+) -> None:
+    """ValueError naming the bad field for an unknown optimizer, β outside [0, 1), ε or learning rate ≤ 0
+    (standard library only: `TrainingOptions` runs it before torch is imported)."""
+    if name not in OPTIMIZER_NAMES:
+        raise ValueError(f"optimizer={name!r} is unknown; valid: {', '.join(OPTIMIZER_NAMES)}")
+    for field, value in (("adam_beta1", betas[0]), ("adam_beta2", betas[1])):
+        if not 0.0 <= value < 1.0:
+            raise ValueError(f"{field}={value} must lie in [0, 1)")
+    if not eps > 0:
+        raise ValueError(f"adam_epsilon={eps} must be > 0")
+    if not learning_rate > 0:
+        raise ValueError(f"learning_rate={learning_rate} must be > 0")
 
 
 def optimizer_cls_and_kwargs(
@@ -25,17 +46,9 @@ def optimizer_cls_and_kwargs(
     """(optimizer class, kwargs) for `Trainer(optimizer_cls_and_kwargs=...)`. The Trainer adds the parameter
     groups (with its weight decay) but not the learning rate, so the peak `learning_rate` is in the kwargs (the
     schedule scales it). ValueError naming the bad field otherwise."""
-    if name not in OPTIMIZERS:
-        raise ValueError(f"optimizer={name!r} is unknown; valid: {', '.join(OPTIMIZERS)}")
+    check_optimizer(name, learning_rate, betas, eps)
     beta1, beta2 = betas
-    for field, value in (("adam_beta1", beta1), ("adam_beta2", beta2)):
-        if not 0.0 <= value < 1.0:
-            raise ValueError(f"{field}={value} must lie in [0, 1)")
-    if not eps > 0:
-        raise ValueError(f"adam_epsilon={eps} must be > 0")
-    if not learning_rate > 0:
-        raise ValueError(f"learning_rate={learning_rate} must be > 0")
-    return OPTIMIZERS[name], {
+    return optimizer_classes()[name], {
         "lr": float(learning_rate),
         "betas": (float(beta1), float(beta2)),
         "eps": float(eps),

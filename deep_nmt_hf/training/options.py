@@ -314,12 +314,12 @@ class TrainingOptions:
                 raise ValueError(f"{name}={value!r} must be a positive integer (or None)")
         if self.weight_decay < 0:
             raise ValueError(f"weight_decay={self.weight_decay} must be >= 0")
-        from .length_penalty import LENGTH_PENALTY_FORMS
-        from .optimizers import optimizer_cls_and_kwargs
+        from ..model.registry import LENGTH_PENALTY_FORMS
+        from .optimizers import check_optimizer
 
-        optimizer_cls_and_kwargs(
+        check_optimizer(
             self.optimizer, self.learning_rate, (self.adam_beta1, self.adam_beta2), self.adam_epsilon
-        )  # validates optimizer, betas, eps
+        )
         if self.length_penalty_form not in LENGTH_PENALTY_FORMS:
             raise ValueError(
                 f"length_penalty_form={self.length_penalty_form!r}; valid: {', '.join(LENGTH_PENALTY_FORMS)}"
@@ -363,10 +363,12 @@ def default_max_positions(max_source_length: int, max_target_length: int) -> int
     return max(256, max_source_length, max_target_length)
 
 
+# the tokens ADMIN's profiling pass reads (admin_profiling.admin_profile's `positions`)
+PROFILE_POSITIONS = ("all", "non_pad")
+
+
 def check_schedule(options: TrainingOptions) -> None:
     """Validate gradient accumulation, the checkpoint strategy and ADMIN's profiling choices."""
-    from .admin_profiling import PROFILE_POSITIONS
-
     value = options.gradient_accumulation_steps
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ValueError(

@@ -19,11 +19,18 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
+from ..model.registry import VARIANT_SPECS
 from ..science.preset_names import PAPER_PRESET_NAMES
-from .inputs import check_max_positions, resolve_variant
 from .options import TrainingOptions, default_max_positions, option_default
 
-__all__ = ["ResolvedRun", "resolve_run", "preset_layer", "option_default", "default_max_positions"]
+__all__ = [
+    "ResolvedRun",
+    "resolve_run",
+    "resolve_options",
+    "preset_layer",
+    "option_default",
+    "default_max_positions",
+]
 
 # config fields the tokenizer decides (`build_config`): not checked before it exists
 TOKENIZER_FIELDS = frozenset(
@@ -87,6 +94,24 @@ def resolve_run(
     config value — before any data is read. The tokenizer's ids (`build_config`) and the precision
     (`precision.resolve_precision`, against the machine) are settled when `train` runs.
     """
+    from .inputs import resolve_variant  # torch and transformers: after the light checks
+
+    run_options, fields, overrides = resolve_options(options, config, config_set=config_set)
+    config_class, model_class = resolve_variant(run_options.variant)
+    check_config(config_class, fields, run_options)
+    return ResolvedRun(run_options, fields, config_class, model_class, overrides)
+
+
+def resolve_options(
+    options: TrainingOptions | Mapping[str, Any],
+    config: Mapping[str, Any] | None = None,
+    *,
+    config_set: Mapping[str, Any] | None = None,
+) -> tuple[TrainingOptions, dict[str, Any], dict[str, Any]]:
+    """`resolve_run`'s layers without the config class: (the run's options, its config fields above the class
+    defaults, the overrides of layers 4-6). Standard library only (the shape presets are read from the registry),
+    so `deep-nmt train` runs it before torch is imported: an unknown recipe or preset, an invalid option
+    (``--max-steps 0``) fails here at once. An unknown variant is left to `resolve_run`."""
     config_set = dict(config_set or {})
     explicit_config = dict(config or {})
     if isinstance(options, TrainingOptions):
@@ -115,10 +140,10 @@ def resolve_run(
     # the recipe under everything above it; checks every option (ValueError naming the field)
     run_options = TrainingOptions.from_recipe(recipe, **values)
 
-    config_class, model_class = resolve_variant(run_options.variant)
+    spec = next((s for name, s in VARIANT_SPECS.items() if run_options.variant in (name, s.model_type)), None)
     shape: dict[str, Any] = {}
-    if run_options.preset is not None:
-        shapes = getattr(config_class, "PRESETS", {})
+    if run_options.preset is not None and spec is not None:
+        shapes = spec.shapes
         if run_options.preset not in shapes:
             raise ValueError(
                 f"preset={run_options.preset!r} is unknown for variant {run_options.variant!r}; presets: "
@@ -137,13 +162,14 @@ def resolve_run(
         "max_position_embeddings",
         default_max_positions(run_options.max_source_length, run_options.max_target_length),
     )
-    check_config(config_class, fields, run_options)
-    return ResolvedRun(run_options, fields, config_class, model_class, overrides)
+    return run_options, fields, overrides
 
 
 def check_config(config_class: type, fields: Mapping[str, Any], options: TrainingOptions) -> None:
     """Build `config_class` from `fields` (less the tokenizer's) to run its checks now: ValueError naming the
     field, as `build_config` would raise it after the tokenizer is trained."""
+    from .inputs import check_max_positions
+
     check_max_positions(
         fields["max_position_embeddings"], options.max_source_length, options.max_target_length
     )

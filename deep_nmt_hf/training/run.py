@@ -37,8 +37,9 @@ from .options import TrainingOptions
 from .precision import resolve_precision
 from .record import recipe_values_used, run_record, score_splits
 from .resolution import resolve_run
+from .run_clock import TrainingClock, whole_run_metrics
 from .sharding import shard_model, shard_summary
-from .staging import METRICS_FILE, SAVING_DIR, _check_output_dir, _partial_dir, staged_output_dir
+from .staging import METRICS_FILE, SAVING_DIR, _partial_dir, check_output_dir, staged_output_dir
 from .trainer import DeepNMTTrainer
 
 logger = logging.getLogger(__name__)
@@ -84,7 +85,7 @@ def train(
             "(WORLD_SIZE > 1), or drop it"
         )
     if staging_dir is None:
-        _check_output_dir(options)
+        check_output_dir(options)
     if distributed is not None:
         distributed.wait_for_everyone()  # all ranks checked the output dir before rank 0 creates the staging dir
     report = ReadReport()
@@ -185,6 +186,7 @@ def _train_in(
     evaluate_during = eval_tokens is not None and options.eval_steps is not None
     args = training_arguments(options, staging, evaluate_during)
     divergence, own_callbacks = training_callbacks(options, config, args)
+    clock = TrainingClock()  # train_runtime of the whole run, across --resume
     trainer = DeepNMTTrainer(
         model=model,
         args=args,
@@ -193,7 +195,7 @@ def _train_in(
         processing_class=tokenizer,
         data_collator=training_collator(tokenizer, model),  # pads to a multiple of 8 on CUDA (loader.py)
         compute_metrics=make_compute_metrics(tokenizer, eval_refs) if evaluate_during else None,
-        callbacks=[*own_callbacks, *callbacks],
+        callbacks=[*own_callbacks, clock, *callbacks],
         optimizer_cls_and_kwargs=optimizer_cls_and_kwargs(
             options.optimizer,
             options.learning_rate,
@@ -203,6 +205,7 @@ def _train_in(
         max_tokens=options.max_tokens,
     )
     train_output = trainer.train(resume_from_checkpoint=str(resume_from) if resume_from else None)
+    train_output = train_output._replace(metrics=whole_run_metrics(train_output.metrics, clock))
     if divergence.diverged_at is not None:
         raise divergence.error(last_checkpoint(staging))
 

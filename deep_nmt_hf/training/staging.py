@@ -9,7 +9,6 @@ import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
-from ..data.atomic import apply_umask_modes
 from .options import TrainingOptions
 
 logger = logging.getLogger(__name__)
@@ -64,12 +63,16 @@ def staged_output_dir(
     try:
         yield staging
     except BaseException as error:
-        what = "interrupted" if isinstance(error, KeyboardInterrupt) else "run failed"
         if _has_checkpoints(staging):
-            logger.warning("%s; its checkpoints are kept in %s (--resume to continue)", what, staging)
+            if not isinstance(
+                error, KeyboardInterrupt
+            ):  # Ctrl-C: `deep-nmt` says it in one line (cli/interrupt.py)
+                logger.warning("run failed; its checkpoints are kept in %s (--resume to continue)", staging)
         else:
             shutil.rmtree(staging, ignore_errors=True)
         raise
+    from ..data.atomic import apply_umask_modes  # lazily: `check_output_dir` runs before torch (cli/train.py)
+
     old = final.with_name(f"{final.name}.old-{os.getpid()}")
     apply_umask_modes(staging)  # safetensors writes 0600 files whatever the umask
     if final.exists():
@@ -78,14 +81,22 @@ def staged_output_dir(
     shutil.rmtree(old, ignore_errors=True)
 
 
-def _check_output_dir(options: TrainingOptions) -> None:
-    """Fail early (before any work) on an output directory that `staged_output_dir` would refuse."""
-    final = Path(options.output_dir).expanduser().absolute()
+def check_output_dir(options: TrainingOptions) -> None:
+    """Fail early (before any work; `deep-nmt train` before torch is imported) on an output directory that
+    `staged_output_dir` would refuse."""
+    check_output_path(options.output_dir, overwrite=options.overwrite, resume=options.resume)
+
+
+def check_output_path(
+    output_dir: str | os.PathLike[str], overwrite: bool = False, resume: bool = False
+) -> None:
+    """`check_output_dir` for a directory and the two switches (`deep-nmt demo`'s early check)."""
+    final = Path(output_dir).expanduser().absolute()
     if final.exists() and not final.is_dir():
         raise FileExistsError(f"{final}: exists and is not a directory")
-    if final.is_dir() and any(final.iterdir()) and not options.overwrite:
-        raise FileExistsError(_exists_message(final, options.resume))
-    if _partial_dir(final).exists() and not (options.resume or options.overwrite):
+    if final.is_dir() and any(final.iterdir()) and not overwrite:
+        raise FileExistsError(_exists_message(final, resume))
+    if _partial_dir(final).exists() and not (resume or overwrite):
         raise FileExistsError(_partial_message(_partial_dir(final)))
 
 

@@ -1,5 +1,5 @@
 """A run that keeps its promised wall-clock time on a shared machine: threads that follow the load, and training
-that ends early when the promised time would otherwise be missed.
+planned from the measured speed to end, with its learning rate annealed, when the promised time is reached.
 
 torch's threads wait for each other at every operation, so a run with more threads than free cores collapses
 when another job takes a core (the demo measured 4-5 steps/s falling to 0.26 for six minutes: issue #59). The
@@ -8,7 +8,11 @@ runnable tasks of other processes, from ``/proc``, are what it subtracts), then,
 the speed, promises a finishing time (the forecast, at most `budget_s`) and stops training when the steps left
 plus the work after training (final scoring, counted in training steps at the speed of the moment) would run
 past it: past the budget, or more than `SLACK` past a forecast under the budget (the promise is kept to ±30%;
-the slack spares a short run from stopping at every passing slowdown). What it did is in `summary()` (threads per step range, the promise, where training stopped).
+the slack spares a short run from stopping at every passing slowdown). A run that cannot train all its steps is
+planned, not cut short: from the measured speed the callback sets the steps that fit (`planned_steps`, shortened
+again if the machine slows down later) and cools the learning rate down linearly to zero over the last
+`COOLDOWN_SHARE` of them, so the schedule completes inside the budget (a model cut off at its peak learning rate
+read as noise: BLEU 1.89 at step 576 of 800 on a busy machine). What it did is in `summary()` (threads per step range, the promise, where training stopped).
 """
 
 from __future__ import annotations
@@ -29,6 +33,9 @@ from transformers import TrainerCallback
 logger = logging.getLogger(__name__)
 
 SLACK = 0.15  # a forecast under the budget may be overrun by this share before training stops early
+# the share of a shortened run's planned steps over which the learning rate cools down linearly to zero, so that
+# a run that cannot train all its steps in the budget still ends with its schedule complete (annealed), not cut off
+COOLDOWN_SHARE = 0.25
 
 
 def own_running_threads() -> int:
@@ -109,6 +116,7 @@ class WallClockBudget(TrainerCallback):
         self.clock = clock
         self.announce = announce or (lambda line: logger.info("%s", line))
         self.promised_s: float | None = None
+        self.planned_steps: int | None = None  # the steps that fit the promise, when fewer than max_steps
         self.stopped_at: int | None = None
         self.full_run_s: float | None = None  # at the stop: what all the steps would have taken at that speed
         self.training_ended_s: float | None = None
@@ -162,14 +170,31 @@ class WallClockBudget(TrainerCallback):
         if self.budget_s is None or step >= state.max_steps:
             return
         deadline = min(self.budget_s, self.promised_s * (1 + SLACK))
-        if elapsed + (1 + self.after_training_steps) * per_step > deadline:
-            self.stopped_at = step
+        fit = step + math.floor((deadline - elapsed) / per_step - self.after_training_steps)
+        if fit < (self.planned_steps or state.max_steps):  # plan (or shorten) the run at the measured speed
+            first = self.planned_steps is None
+            self.planned_steps = max(step, fit)
             self.full_run_s = elapsed + (state.max_steps - step + self.after_training_steps) * per_step
+            if first:
+                self.announce(
+                    f"planned {self.planned_steps} of {state.max_steps} steps at the measured speed, the learning "
+                    f"rate cooling down to zero over the last {COOLDOWN_SHARE:.0%} of them (all would take "
+                    f"{format_duration(self.full_run_s)} here now: --time-budget {math.ceil(self.full_run_s / 60)})"
+                )
+        if self.planned_steps is None:
+            return
+        if step >= self.planned_steps:
+            self.stopped_at = step
             control.should_training_stop = True
             self.announce(
-                f"stopping training at step {step} of {state.max_steps} to keep the expected time "
-                f"({format_duration(self.promised_s)}; the machine is busier than when it was forecast)"
+                f"training ends at step {step} of {state.max_steps}, as planned to keep the expected time"
             )
+            return
+        optimizer = kwargs.get("optimizer")
+        if optimizer is not None:  # after the scheduler's step: the next step's rate, cooled down
+            factor = cooldown_factor(step, self.planned_steps)
+            for group in optimizer.param_groups:
+                group["lr"] *= factor
 
     def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         self.training_ended_s = self.clock() - self.start
@@ -184,10 +209,50 @@ class WallClockBudget(TrainerCallback):
             "promised_s": None if self.promised_s is None else round(self.promised_s, 1),
             "training_s": None if self.training_ended_s is None else round(self.training_ended_s, 1),
             "total_s": None if total_s is None else round(total_s, 1),
+            "planned_steps": self.planned_steps,
             "stopped_early_at_step": self.stopped_at,
             "all_steps_would_take_s": None if self.full_run_s is None else round(self.full_run_s, 1),
             "load_average": [round(value, 2) for value in _loadavg()],
         }
+
+
+def fits(
+    seconds_per_step: float, steps: int, after_steps: float, time_left_s: float | None, margin: float = 0.85
+) -> bool:
+    """Whether `steps` training steps and the work after them (`after_steps`, in the same model's training steps)
+    fit `margin` of `time_left_s` at the measured `seconds_per_step` (the margin: the corpus and the tokenizer,
+    and a speed that varies); always without a budget (None)."""
+    return time_left_s is None or (steps + after_steps) * seconds_per_step <= margin * time_left_s
+
+
+def probe_seconds_per_step(
+    model: torch.nn.Module, batch_size: int, length: int, vocab_size: int, steps: int = 3
+) -> float:
+    """Seconds one Adam training step of `model` takes on a random batch of `batch_size` x `length` tokens (after
+    one untimed step): the speed a run of it would have on this machine now. The model is left as it was."""
+    generator = torch.Generator().manual_seed(0)
+    ids = torch.randint(4, vocab_size - 1, (batch_size, length), generator=generator)
+    state = {name: tensor.detach().clone() for name, tensor in model.state_dict().items()}
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-4)
+    model.train()
+    times = []
+    for step in range(steps + 1):
+        begin = time.perf_counter()
+        loss = model(input_ids=ids, labels=ids).loss
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        if step:
+            times.append(time.perf_counter() - begin)
+    model.load_state_dict(state)
+    return statistics.median(times)
+
+
+def cooldown_factor(done: int, planned: int, share: float = COOLDOWN_SHARE) -> float:
+    """The learning-rate factor of step ``done + 1`` of a run planned to end at step `planned`: 1, then falling
+    linearly over the last `share` of the planned steps to 1 / (cool-down length) at the last step."""
+    length = max(1, round(share * planned))
+    return min(1.0, max(0.0, (planned - done) / length))
 
 
 def _loadavg() -> tuple[float, ...]:

@@ -147,6 +147,28 @@ def test_demo_records_its_threads_and_its_promise(demo_dir: Path) -> None:
     assert "versions" in metrics and metrics["hyperparameters"]["seed"] == 1234
 
 
+def test_the_demo_trains_a_smaller_model_when_the_default_would_not_fit() -> None:
+    """The model is chosen from the speed measured before training (a fake probe here): the default where its
+    steps and scoring fit what is left of the budget, else the smaller one, whose steps are then planned."""
+    from deep_nmt_hf.cli.demo import DEMO_MODEL, DEMO_SMALL_MODEL, choose_demo_model
+    from deep_nmt_hf.training.time_budget import fits
+
+    def probe(speeds: dict[int, float]):
+        return lambda fields: speeds[fields["d_model"]]
+
+    def clock() -> float:
+        return 20.0  # 20 s gone on imports
+
+    free = probe({128: 0.25, 64: 0.06})  # a free machine: 800 steps + 30 of scoring = 208 s < 0.85 * 280 s
+    assert choose_demo_model(300.0, 800, 30.0, clock, free) == (DEMO_MODEL, [0.25])
+    busy = probe({128: 1.6, 64: 0.3})  # load 10: 1328 s for the default; 249 s for the small one
+    assert choose_demo_model(300.0, 800, 30.0, clock, busy) == (DEMO_SMALL_MODEL, [1.6, 0.3])
+    hopeless = probe({128: 5.0, 64: 1.0})  # neither fits: the small one, its steps planned by the budget
+    assert choose_demo_model(300.0, 800, 30.0, clock, hopeless) == (DEMO_SMALL_MODEL, [5.0, 1.0])
+    assert choose_demo_model(None, 800, 30.0, clock, busy) == (DEMO_MODEL, [])  # no budget: nothing probed
+    assert fits(0.25, 800, 30.0, 280.0) and not fits(0.3, 800, 30.0, 280.0) and fits(9.0, 800, 30.0, None)
+
+
 # --------------------------------------------------------------------------------------------------- translate
 def test_translate_reads_stdin(
     demo_dir: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]

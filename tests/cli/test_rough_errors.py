@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from factories import tiny_model
 
-from deep_nmt_hf.cli import main
+from deep_nmt_hf.cli import common, main
 from deep_nmt_hf.cli.interrupt import interrupted_message, resume_argv
 from deep_nmt_hf.data import write_parallel_dir
 from deep_nmt_hf.data.synthetic import SRC_LANG, TGT_LANG, demo_splits
@@ -58,7 +58,9 @@ def _one_error_line(code: int, err: str, *fragments: str) -> str:
 
 
 # ----------------------------------------------------------------------------------------- unknown model_type
-@pytest.mark.parametrize("command", ["translate", "evaluate"])
+@pytest.mark.parametrize(
+    "command", ["translate", "evaluate", "fold", "export", "push", "push-dry-run", "plot-dlcl", "plot-omega"]
+)
 def test_an_unknown_model_type_is_named_without_a_question_on_stdin(
     model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys, command: str
 ) -> None:
@@ -86,7 +88,15 @@ def test_an_unknown_model_type_is_named_without_a_question_on_stdin(
             "--tgt-lang",
             "sb",
         ],
+        "fold": ["fold", str(model), str(tmp_path / "out")],
+        "export": ["export", str(model), str(tmp_path / "out")],
+        "push": ["push", str(model), "me/model", "--staging-dir", str(tmp_path / "out")],
+        "push-dry-run": ["push", str(model), "me/model", "--dry-run", "--staging-dir", str(tmp_path / "out")],
+        "plot-dlcl": ["plot", "dlcl", str(model), "--out", str(tmp_path / "out.png")],
+        "plot-omega": ["plot", "omega", str(model), "--out", str(tmp_path / "out.png")],
     }[command]
+    # push: a Hub that answers (no network is test_cli_offline.py's), so that the model's type is what fails
+    monkeypatch.setattr(common, "check_hub_reachable", lambda *args, **kwargs: None)
     with stdin_file.open() as stdin:
         monkeypatch.setattr(sys, "stdin", stdin)
         code = main(argv)
@@ -96,6 +106,7 @@ def test_an_unknown_model_type_is_named_without_a_question_on_stdin(
     assert "trust_remote_code=True" in line  # the directory ships code: how to run it, if the user trusts it
     assert position == 0, "standard input was read"
     assert "[y/N]" not in captured.out + captured.err
+    assert not list(tmp_path.glob("out*")), "an output was written"
 
 
 # ------------------------------------------------------------------------------- missing weights, invalid JSON
@@ -141,8 +152,10 @@ def test_interrupted_message_without_a_checkpoint_says_nothing_was_kept(tmp_path
 
 
 def test_ctrl_c_in_train_says_where_the_partial_run_is_and_the_printed_command_continues_it(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys, caplog
 ) -> None:
+    """One line, on a line of its own (a progress bar's line has no end), no second "interrupted" log line;
+    the resumed run's train_runtime counts the whole run."""
     from deep_nmt_hf.training.trainer import DeepNMTTrainer
 
     data = tmp_path / "data"
@@ -180,6 +193,9 @@ def test_ctrl_c_in_train_says_where_the_partial_run_is_and_the_printed_command_c
     partial = out.with_name("run.partial")
     lines = [line for line in err.splitlines() if line.startswith("interrupted")]
     assert len(lines) == 1 and "Traceback" not in err, err
+    assert "\ninterrupted" in err  # never appended to the end of a progress bar's line
+    logged = [r.getMessage() for r in caplog.records if "interrupted" in r.getMessage()]
+    assert not logged, logged  # the CLI's line is the only one
     assert f"the partial run is in {partial} (last checkpoint checkpoint-2)" in lines[0], lines[0]
     command = lines[0].split("continue it with: ", 1)[1]
     assert (
@@ -189,10 +205,16 @@ def test_ctrl_c_in_train_says_where_the_partial_run_is_and_the_printed_command_c
     )
     assert sorted(p.name for p in partial.glob("checkpoint-*")) == ["checkpoint-1", "checkpoint-2"]
 
+    state = json.loads((partial / "checkpoint-2" / "trainer_state.json").read_text())
+    before = state["stateful_callbacks"]["TrainingClock"]["attributes"]["before_s"]  # training s up to step 2
+
     monkeypatch.setattr(DeepNMTTrainer, "training_step", step)
     assert main(shlex.split(command)[1:]) == 0  # the printed command continues the run to its end
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["global_step"] == 4 and not partial.exists()
+    runtime = metrics["train"]
+    assert runtime["train_runtime_before_resume"] == round(before, 4) and before > 0
+    assert runtime["train_runtime"] > before  # the whole run: the part before the resume and the resumed part
 
 
 # ---------------------------------------------------------------------------------------------- push --dry-run

@@ -210,3 +210,28 @@ def test_layered_venv_from_a_virtual_environment_sees_its_packages(tmp_path: Pat
     )
     expected_origin = None if origin and Path(origin).resolve().is_relative_to(ROOT) else origin
     assert json.loads(_probe(_python(hidden), VERSIONS)) == [torch, "1.0", expected_origin]
+
+
+@pytest.mark.slow
+def test_the_license_text_ships_in_the_sdist_and_the_wheel_and_the_urls_in_the_metadata(
+    built: tuple[Path, Path],
+) -> None:
+    """Apache-2.0 is declared; its full text (LICENSE) travels with both distributions, and `project.urls` holds
+    only true addresses (the license, the papers: the project has no public repository)."""
+    sdist, wheel = built
+    text = (ROOT / "LICENSE").read_bytes()
+    assert b"Apache License" in text and b"Version 2.0, January 2004" in text and b"END OF TERMS" in text
+    with tarfile.open(sdist) as archive:
+        (member,) = [
+            m for m in archive.getmembers() if m.name.count("/") == 1 and m.name.endswith("/LICENSE")
+        ]
+        assert archive.extractfile(member).read() == text
+    with zipfile.ZipFile(wheel) as archive:
+        (license_file,) = [n for n in archive.namelist() if n.endswith(".dist-info/licenses/LICENSE")]
+        assert archive.read(license_file) == text
+        (metadata,) = [name for name in archive.namelist() if name.endswith(".dist-info/METADATA")]
+        headers = archive.read(metadata).decode("utf-8").split("\n\n", 1)[0].splitlines()
+    assert "License-File: LICENSE" in headers, headers
+    urls = [line.split(": ", 1)[1] for line in headers if line.startswith("Project-URL: ")]
+    assert urls and all(", https://" in url for url in urls), urls
+    assert not any("REPOSITORY" in url or "example" in url for url in urls), urls

@@ -194,6 +194,7 @@ def test_readme_commands_run_as_written_in_order(tmp_path: Path) -> None:
         MPLBACKEND="Agg",
     )
     timings = []
+    before = {entry.name for entry in repo.iterdir()}
     for block in readme_blocks(README.read_text(encoding="utf-8")):
         if block.skip is not None:
             continue
@@ -218,9 +219,11 @@ def test_readme_commands_run_as_written_in_order(tmp_path: Path) -> None:
     print("README block wall times (line, s):", " ".join(f"{line}:{sec}" for line, sec in timings))
     # what the blocks promise to leave behind, chained from the first train run
     for path in ("out/demo/data/train.sa", "out/admin-sa-sb/model.safetensors", "out/admin-folded/config.json",
-                 "out/admin-marian", "out/admin-ct2/model.bin", "out/admin-ct2/tokenizer.json", "omega.png", "dlcl.png",
-                 "train.jsonl", "json/train.jsonl"):  # fmt: skip
+                 "out/admin-marian", "out/admin-ct2/model.bin", "out/admin-ct2/tokenizer.json", "out/omega.png",
+                 "out/dlcl.png", "out/train.jsonl", "out/json/train.jsonl"):  # fmt: skip
         assert (repo / path).exists(), path
+    left = sorted({entry.name for entry in repo.iterdir()} - before)
+    assert left == ["out"], f"the README's examples write outside out/: {left}"
 
 
 def _hub_layout_copy(folder: Path) -> Path:
@@ -245,6 +248,7 @@ def test_readme_hub_multi30k_command_reads_the_hubs_layout(tmp_path: Path, monke
     --test-split as the README gives them (the real download is skipped in the README test)."""
     import datasets
 
+    from deep_nmt_hf.cli import common as cli_common
     from deep_nmt_hf.cli import main
 
     (block,) = [b for b in readme_blocks(README.read_text(encoding="utf-8")) if "--dataset " in b.code]
@@ -259,6 +263,8 @@ def test_readme_hub_multi30k_command_reads_the_hubs_layout(tmp_path: Path, monke
         return real(str(stand_in), *args, cache_dir=str(tmp_path / "hf_cache"), **kwargs)
 
     monkeypatch.setattr(datasets, "load_dataset", load_dataset)
+    # the stand-in answers for the Hub: no reachability request (cli/common.py's check; never the network here)
+    monkeypatch.setattr(cli_common, "check_hub_reachable", lambda *args, **kwargs: None)
     out = tmp_path / "out"
     argv[argv.index("--output-dir") + 1] = str(out)
     short = ["--max-steps", "2", "--batch-size", "8", "--vocab-size", "120", "--final-eval-samples", "3"]

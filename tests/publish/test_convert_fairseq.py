@@ -178,6 +178,19 @@ def test_pickled_objects_need_trust(tmp_path: Path) -> None:
     assert convert_fairseq(tmp_path / "model.pt", tmp_path / "out", trust_pickle=True).is_dir()
 
 
+@pytest.mark.parametrize("trust", [False, True])
+def test_a_text_file_is_not_a_pytorch_checkpoint(tmp_path: Path, capsys, trust: bool) -> None:
+    """Not pickle's internals ("pop from empty list", "could not find MARK" with --trust-pickle): one line."""
+    text = tmp_path / "model.pt"
+    text.write_text("this is a dictionary file, not weights\n")
+    for name in ("dict.src.txt", "dict.tgt.txt"):
+        shutil.copy(FIXTURES / name, tmp_path / name)
+    out = tmp_path / "out"
+    code, err = run_cli(["convert", "fairseq", str(text), str(out)] + ["--trust-pickle"] * trust, capsys)
+    assert_refused(code, err, out, f"{text} is not a PyTorch checkpoint")
+    assert "MARK" not in err and "empty list" not in err
+
+
 @pytest.mark.parametrize(
     ("name", "reason"),
     [

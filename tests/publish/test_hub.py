@@ -354,3 +354,30 @@ def test_a_folded_cards_code_runs_with_stock_transformers_alone(trained, tmp_pat
     code = blocks[0] + "\nimport json, sys\nprint(json.dumps({'model': type(model).__module__}))\n"
     result = run_without_package(code, tmp_path, hf_home=hf_home)
     assert result["model"].startswith("transformers.models.marian."), result
+
+
+@pytest.mark.parametrize(
+    "source, pair, name",
+    [
+        ("DATA", ("sa", "sb"), "deep_nmt_hf synthetic sa-sb (deep-nmt demo's corpus)"),
+        ("/corpora/multi30k/data", ("en", "de"), "multi30k/data"),
+        ("/corpora/multi30k", ("en", "de"), "multi30k"),
+        ("/corpora/wmt16.jsonl", ("en", "de"), "wmt16"),
+    ],
+)
+def test_a_corpus_read_from_local_files_is_named_by_what_it_is(
+    trained, tmp_path: Path, source: str, pair: tuple[str, str], name: str
+) -> None:
+    """--data-dir out/demo/data named the corpus "data" in the card."""
+    model_dir = tmp_path / "model"
+    shutil.copytree(trained["base"], model_dir)
+    record = json.loads((model_dir / "metrics.json").read_text())
+    assert Path(record["data_source"]).name == "data"  # the fixture's corpus: a folder named data
+    if source != "DATA":
+        record["data_source"] = source
+    record["src_lang"], record["tgt_lang"] = pair
+    (model_dir / "metrics.json").write_text(json.dumps(record))
+    text = str(render_model_card(model_dir))
+    (index,) = _front_matter(text)["model-index"]
+    assert {result["dataset"]["name"] for result in index["results"]} == {name}
+    assert f"| data | {name} |" in text and "| data | data |" not in text

@@ -62,6 +62,8 @@ def test_label_smoothing_is_one_value(monkeypatch: pytest.MonkeyPatch, tmp_path:
     the model trained with the --set value while the options (and metrics.json) kept 0.1."""
     seen = {}
     monkeypatch.setattr(training, "train", lambda options, overrides: seen.update(options=options) or {})
+    for lang in ("a", "b"):  # the training split (checked before anything runs)
+        (tmp_path / f"train.{lang}").write_text("x\n")
     common = ["train", "--data-dir", str(tmp_path), "--src-lang", "a", "--tgt-lang", "b", "--output-dir", "o"]
     assert main([*common, "--set", "label_smoothing=0.2"]) == 0
     assert seen["options"].label_smoothing == 0.2
