@@ -159,7 +159,9 @@ def test_learned_positions_keep_each_sides_limit(tmp_path: Path) -> None:
     assert torch.equal(model.model.encoder.embed_positions.weight, encoder_table)
     assert model.model.decoder.embed_positions.weight.shape[0] == 22
     check_against_fairseq(model, reference("postln_untied_learned_cfg"))
-    assert model.generation_config.max_length <= 20  # the decoder's limit bounds generation
+    # the decoder's limit bounds generation: the decoder start + up to 20 tokens, the last never read back, so the
+    # decoder reads at most its 20 positions
+    assert model.generation_config.max_length <= 20 + 1
     long_source = torch.tensor(
         [[5, 6, 7, 8] * 10 + [2]]
     )  # 41 tokens: past the decoder's 20, within the encoder's
