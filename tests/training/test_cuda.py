@@ -26,9 +26,12 @@ from factories import counting_task_model  # noqa: E402
 from test_device_placement import (  # noqa: E402
     FOLDABLE,
     NO_DROPOUT,
+    PRECISIONS,
     VARIANTS,
     admin_profile_check,
     attention_backends_check,
+    converted_fields_check,
+    converted_pipeline_check,
     export_check,
     fold_check,
     foldable_model,
@@ -118,3 +121,16 @@ def test_per_sentence_length_limit_on_cuda_alone_as_in_a_batch(variant) -> None:
     """model/length_limit.py's processor and the limits on the GPU: each sentence stops at its own limit and
     decodes alone as in the batch (beam 4)."""
     length_limit_check(variant, CUDA)
+
+
+@pytest.mark.parametrize("precision", list(PRECISIONS))
+def test_converted_fields_on_cuda(precision) -> None:
+    """zero's fields on the GPU (embedding bias, zero-vector decoder start, a target vocabulary of its own): cached
+    and uncached generate agree, fp32 logits equal the CPU's within 1e-4; autocast within a half-precision ulp."""
+    converted_fields_check(CUDA, precision=precision, atol=1e-4 if precision == "fp32" else 5e-2)
+
+
+def test_converted_tokenizers_translate_on_cuda_as_on_the_cpu(tmp_path) -> None:
+    """zero's two vocabularies and fairseq's Moses tokenizer around a model on the GPU: the pipeline's
+    translations equal the CPU's."""
+    converted_pipeline_check(CUDA, tmp_path)
