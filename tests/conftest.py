@@ -15,6 +15,10 @@ if not os.environ.get("OMP_NUM_THREADS", "").strip():
     os.environ["OMP_NUM_THREADS"] = "1"
     if "torch" in sys.modules:  # imported before this file (a plugin): its pool is already sized
         sys.modules["torch"].set_num_threads(1)
+# The suite never contacts a remote host: a Hub request (a test that forgot to stand in for the network, the
+# commands' reachability check) goes to the discard port of the loopback and is refused at once, here and in every
+# process a test starts. Set before any test imports huggingface_hub, which reads it once.
+os.environ.setdefault("HF_ENDPOINT", "http://127.0.0.1:9")
 
 
 def shared_dir() -> Path:

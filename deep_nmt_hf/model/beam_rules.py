@@ -33,7 +33,7 @@ import torch
 from transformers import GenerationConfig
 
 from .length_limit import sentence_max_lengths
-from .length_penalty import gnmt_penalty, length_penalty_form
+from .length_penalty import generation_choice, gnmt_penalty, length_penalty_form
 
 BEAM_SEARCH_RULES = ("transformers", "fairseq", "zero")
 
@@ -45,12 +45,7 @@ _RULE: ContextVar[tuple[str, str, float, torch.Tensor] | None] = ContextVar(
 
 def beam_search_rule(generation_config: GenerationConfig) -> str:
     """The rule a generation config asks for ("transformers" when it has none); an unknown one raises."""
-    rule = getattr(generation_config, "beam_search_rule", None) or "transformers"
-    if rule not in BEAM_SEARCH_RULES:
-        raise ValueError(
-            f"generation_config.beam_search_rule={rule!r}; valid: {', '.join(BEAM_SEARCH_RULES)}"
-        )
-    return rule
+    return generation_choice(generation_config, "beam_search_rule", BEAM_SEARCH_RULES)
 
 
 class BeamRulesMixin:

@@ -42,14 +42,18 @@ def gnmt_penalty(length: int | float, alpha: float) -> float:
     return ((5.0 + length) / 6.0) ** alpha
 
 
+def generation_choice(generation_config: GenerationConfig, name: str, valid: tuple[str, ...]) -> str:
+    """A choice field of ours in a generation config (`valid[0]` when it has none); an unknown value raises
+    `ValueError` naming the field and the valid values."""
+    value = getattr(generation_config, name, None) or valid[0]
+    if value not in valid:
+        raise ValueError(f"generation_config.{name}={value!r}; valid: {', '.join(valid)}")
+    return value
+
+
 def length_penalty_form(generation_config: GenerationConfig) -> str:
     """The form a generation config asks for ("fairseq" when it has none); an unknown one raises `ValueError`."""
-    form = getattr(generation_config, "length_penalty_form", None) or "fairseq"
-    if form not in LENGTH_PENALTY_FORMS:
-        raise ValueError(
-            f"generation_config.length_penalty_form={form!r}; valid: {', '.join(LENGTH_PENALTY_FORMS)}"
-        )
-    return form
+    return generation_choice(generation_config, "length_penalty_form", LENGTH_PENALTY_FORMS)
 
 
 class GNMTLengthPenaltyMixin:

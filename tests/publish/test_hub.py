@@ -239,6 +239,9 @@ def test_push_uploads_exactly_the_prepared_folder(trained, monkeypatch) -> None:
             return type("Commit", (), {"commit_url": "https://huggingface.co/org/m/commit/0"})()
 
     monkeypatch.setattr(huggingface_hub, "HfApi", RecordingApi)
+    from deep_nmt_hf.cli import common
+
+    monkeypatch.setattr(common, "check_hub_reachable", lambda *args, **kwargs: None)  # no network here either
     assert main(["push", str(trained["admin"]), "org/admin-tiny", "--fold", "--private"]) == 0
     names = [name for name, _ in calls]
     assert names == ["init", "create_repo", "upload_folder"]

@@ -91,6 +91,8 @@ def test_cli_flags_left_unset_take_the_recipe(monkeypatch, tmp_path) -> None:
         return {"eval_split": None}
 
     monkeypatch.setattr(training, "train", fake_train)
+    for lang in ("a", "b"):  # the named split's files must exist: train checks them before torch
+        (tmp_path / f"train.{lang}").write_text("x\n")
     common = ["train", "--data-dir", str(tmp_path), "--src-lang", "a", "--tgt-lang", "b", "--output-dir"]
     assert main([*common, str(tmp_path / "o1"), "--recipe", "dlcl", "--lr", "0.01", "--dropout", "0.2"]) == 0
     options, overrides = seen["options"], seen["overrides"]

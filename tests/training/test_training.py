@@ -319,7 +319,8 @@ class _EchoModel(nn.Module):
         super().__init__()
         self.weight = nn.Parameter(torch.zeros(1))
         self.config = SimpleNamespace(max_position_embeddings=64)
-        self.generation_config = SimpleNamespace(max_length=64)
+        # a stock model's generation config: no per-sentence limit of its own, an </s> for translate's default one
+        self.generation_config = SimpleNamespace(max_length=64, eos_token_id=2)
         self.batch_widths: list[int] = []
 
     def generate(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, **kwargs) -> torch.Tensor:
