@@ -40,6 +40,7 @@ decoding keeps one graph; beam reordering and batch handling are the StaticLayer
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 import torch
@@ -49,6 +50,11 @@ from transformers.cache_utils import Cache, DynamicCache, DynamicLayer, EncoderD
 class StaticCacheNotSupported(ValueError):
     """A variant whose decoder state has no static (compile-ready) form was given a static cache. Every variant has
     one now (MAtt since `StaticRunningAverage`); kept for code that catches it."""
+
+
+# `DynamicLayer.crop(max_length)` (a length to keep, or a negative count to remove) in the lowest Transformers we
+# declare, `crop(tokens_to_remove)` (negative only) in later ones; named by test_transformers_surfaces
+CROP_TO_LENGTH = "max_length" in inspect.signature(DynamicLayer.crop).parameters
 
 
 class GrowingLayer(DynamicLayer):
@@ -144,13 +150,17 @@ class GrowingLayer(DynamicLayer):
         self.stores, self.spares = self.spares, self.stores
         self.publish()
 
-    def crop(self, tokens_to_remove: int) -> None:
+    def crop(self, amount: int) -> None:
+        """Transformers' `crop` in the form the installed release gives it: a negative `amount` removes that many
+        positions; a positive one is the length to keep where `DynamicLayer.crop(max_length)` takes it (before
+        5.2x, as assisted decoding calls it there) and Transformers' own error where it takes `tokens_to_remove`."""
         if self.plain or self.stores is None:
-            super().crop(tokens_to_remove)
+            super().crop(amount)
             return
-        if tokens_to_remove > 0:
-            super().crop(tokens_to_remove)  # Transformers' error for the legacy positive form
-        self.length = max(self.length - abs(tokens_to_remove), 0)
+        if amount > 0 and not CROP_TO_LENGTH:
+            super().crop(amount)  # Transformers' error for the legacy positive form
+        target = amount if amount >= 0 and CROP_TO_LENGTH else self.length - abs(amount)
+        self.length = max(min(target, self.length), 0)
         self.publish()
 
     def rebuild(self, batch_op: Any) -> None:

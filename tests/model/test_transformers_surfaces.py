@@ -95,6 +95,8 @@ def test_cache_layer_classes_and_their_fields() -> None:
     for method in ("update", "get_seq_length", "reorder_cache", "crop", "batch_repeat_interleave"):
         assert callable(getattr(DynamicLayer, method))
     assert callable(DynamicLayer.batch_select_indices)
+    # crop's two forms (caches.CROP_TO_LENGTH): `max_length` (a length to keep; 5.10) or `tokens_to_remove`
+    assert {"max_length", "tokens_to_remove"} & set(parameters(DynamicLayer.crop))
     layer = DynamicLayer()
     assert not layer.is_initialized
     keys = torch.randn(2, 4, 3, 8)
