@@ -23,8 +23,8 @@ from .common import (
     apply_threads,
     check_saved_model_types,
     precheck,
-    quiet_import_notices,
 )
+from .import_notices import quiet_import_notices
 from .interrupt import EXIT_INTERRUPTED, interrupted_message
 from .train import CHOICE_FLAGS
 

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from .hub_access import DATASET_COMMANDS, _check_hub_model, _hub_cached, check_hub_reachable
 from .model_checks import check_model_files, check_model_type
 from .names import CHOICE_VALUES, variant_names
 
@@ -148,7 +149,6 @@ def check_saved_model_types(args: argparse.Namespace) -> None:
 HUB_MODEL_COMMANDS = ("translate",)
 SAVED_MODEL = "a saved model directory: config.json and weights, as deep-nmt train / demo write them"
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*$")
-HUB_CHECK_TIMEOUT_S = 5.0
 
 
 def _looks_like_path(model: str) -> bool:
@@ -194,68 +194,6 @@ def _check_model_path(model: str, hub: bool = False) -> None:
     if hint.is_dir():
         message += f"; did you mean {hint}?"
     raise FileNotFoundError(message)
-
-
-# commands whose --dataset is read from the Hub (push's --dataset only names it in the card)
-DATASET_COMMANDS = ("train", "evaluate", "preprocess")
-
-
-def check_hub_reachable(what: str, instead: str, offline_ok: bool = False) -> None:
-    """The Hub (`HF_ENDPOINT`, default https://huggingface.co) answers one request within HUB_CHECK_TIMEOUT_S,
-    no retries; else ConnectionError, one line naming `what`, the address and `HF_HUB_OFFLINE`, before anything
-    heavy (huggingface_hub and datasets would otherwise retry for half a minute, or print a traceback).
-    With `HF_HUB_OFFLINE` set: nothing is asked of the network; an error unless `offline_ok` (datasets then read
-    their local cache)."""
-    from huggingface_hub import constants
-    from huggingface_hub.utils import get_session
-
-    if constants.HF_HUB_OFFLINE:
-        if offline_ok:
-            return
-        raise ConnectionError(
-            f"{what}: HF_HUB_OFFLINE is set, so {constants.ENDPOINT} is not contacted; {instead}"
-        )
-    try:
-        get_session().head(constants.ENDPOINT, timeout=HUB_CHECK_TIMEOUT_S, follow_redirects=False)
-    except Exception as error:  # no network, DNS, refused, timeout, proxy
-        raise ConnectionError(
-            f"{what}: the Hub at {constants.ENDPOINT} cannot be reached ({type(error).__name__}); check the network "
-            f"(or HF_ENDPOINT), set HF_HUB_OFFLINE=1 to work offline, or {instead}"
-        ) from None
-
-
-def _hub_cached(repo_id: str) -> bool:
-    from huggingface_hub import try_to_load_from_cache
-
-    try:
-        return isinstance(try_to_load_from_cache(repo_id, "config.json"), str)
-    except ValueError:  # not a valid repo id
-        return False
-
-
-def _check_hub_model(repo_id: str) -> None:
-    """An owner/name model is in the local cache, or the Hub answers for its config.json within
-    HUB_CHECK_TIMEOUT_S (one request, no retries); else one line saying why it cannot be loaded."""
-    from huggingface_hub import constants, get_hf_file_metadata, hf_hub_url
-    from huggingface_hub.errors import EntryNotFoundError, GatedRepoError, RepositoryNotFoundError
-
-    if _hub_cached(repo_id):
-        return
-    not_local = f"{repo_id}: not a local directory, and this Hub model is not in the local cache"
-    if constants.HF_HUB_OFFLINE:
-        raise FileNotFoundError(f"{not_local} (HF_HUB_OFFLINE is set)")
-    try:
-        get_hf_file_metadata(hf_hub_url(repo_id, "config.json"), timeout=HUB_CHECK_TIMEOUT_S)
-    except GatedRepoError:
-        return  # reachable; from_pretrained reports what access it needs
-    except RepositoryNotFoundError:
-        raise FileNotFoundError(
-            f"{repo_id}: not a local directory, and no such model on the Hub (or it is private: log in)"
-        ) from None
-    except EntryNotFoundError:
-        raise FileNotFoundError(f"{repo_id}: a Hub repository without config.json, not a model") from None
-    except Exception as error:  # no network, DNS, timeout, proxy: the Hub cannot be reached
-        raise ConnectionError(f"{not_local} and the Hub cannot be reached ({type(error).__name__})") from None
 
 
 def check_weights(model_dir: Path) -> None:
@@ -382,23 +320,6 @@ def apply_threads(args: argparse.Namespace) -> int:
     torch.set_num_threads(threads)
     args.threads = threads
     return threads
-
-
-# loggers whose import-time notices are noise in a command's output: torchao (the `int8` extra, imported by
-# Transformers' loaders whenever installed) warns that its CPU wheel cannot load its CUDA-only libraries, and torch
-# notes torchao's enums; errors still show
-IMPORT_NOTICES = ("torchao", "torch.utils._pytree")
-
-
-def quiet_import_notices() -> None:
-    """Let only errors through IMPORT_NOTICES' loggers (a filter: torch's logging setup resets their levels);
-    call before torch and transformers are imported."""
-    for name in IMPORT_NOTICES:
-        logging.getLogger(name).addFilter(_errors_only)
-
-
-def _errors_only(record: logging.LogRecord) -> bool:
-    return record.levelno >= logging.ERROR
 
 
 def _setup_logging(quiet: bool = False) -> None:
