@@ -72,6 +72,10 @@ logger = logging.getLogger(__name__)
 STOCK_LAYER_NORM_EPS = 1e-5
 # Transformers' folder for a model's own decoding method (`GenerationMixin.load_custom_generate`)
 CUSTOM_GENERATE_DIR = "custom_generate"
+# the first Transformers release whose FSMTForConditionalGeneration decodes with its cache at the right positions:
+# before it, FSMT's decoder embedded the positions of the one new token that `generate` passes, so every cached
+# step read the first position's row (fixed upstream by huggingface/transformers#48289)
+FSMT_CACHED_DECODING_SINCE = "5.24.0"
 
 
 class NotFoldableError(ValueError):
@@ -126,6 +130,7 @@ def check_foldable(config) -> None:
             " is post-LN)"
         )
     problems += _converted_model_problems(config)
+    problems += _stock_release_problems(target)
     if config.layer_norm_eps != STOCK_LAYER_NORM_EPS:
         problems.append(f"layer_norm_eps={config.layer_norm_eps} (stock classes use {STOCK_LAYER_NORM_EPS})")
     if problems:
@@ -154,6 +159,21 @@ def _converted_model_problems(config) -> list[str]:
             "admin_first_omega=True (a trained ω before the first sublayer has no stock equivalent)"
         )
     return problems
+
+
+def _stock_release_problems(target: str | None) -> list[str]:
+    """What the installed Transformers' stock class gets wrong: FSMT's cached decoding before
+    `FSMT_CACHED_DECODING_SINCE` (its folded copy would translate differently from the model)."""
+    import transformers
+    from packaging.version import Version
+
+    installed = transformers.__version__
+    if target == FSMT and Version(installed) < Version(FSMT_CACHED_DECODING_SINCE):
+        return [
+            f"transformers {installed}'s {FSMT} decodes every cached step at the first position (fixed in "
+            f"{FSMT_CACHED_DECODING_SINCE}): fold with transformers>={FSMT_CACHED_DECODING_SINCE}"
+        ]
+    return []
 
 
 def _fsmt_positions(config) -> bool:

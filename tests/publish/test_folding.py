@@ -136,7 +136,7 @@ def test_folded_directory_loads_without_the_package_or_remote_code(tmp_path, var
     model.save_pretrained(tmp_path / "trained")
     report = fold_directory(tmp_path / "trained", tmp_path / "folded")
     assert report.stock_class == stock
-    assert not list((tmp_path / "folded").glob("*.py"))  # no custom code ships
+    assert not list((tmp_path / "folded").rglob("*.py"))  # no custom code ships, nor custom_generate/
     config = json.loads((tmp_path / "folded" / "config.json").read_text())
     assert "auto_map" not in config and config["model_type"] in ("marian", "pegasus")
     assert json.loads((tmp_path / "folded" / "fold_report.json").read_text())["beam_outputs_identical"]
