@@ -10,7 +10,7 @@ and finishing rules give other n-best lists (checked below: the fixture tells th
 Scores: fairseq's length-normalised sums; ours within 1e-5 (both float32, the same operations in another order:
 the differences seen are below 3e-6, and below 5e-6 with ATEN_CPU_CAPABILITY=default). The folded FSMT model's within
 3e-5: the fold computes the same function through FSMT's own layers (its check allows 1e-4 on the logits), and the
-differences seen over the 240 scores are at most 9.8e-6 (avx2, avx512) and 8.5e-6 (default).
+differences seen over the 240 scores are at most 9.8e-6 (avx2) and 8.5e-6 (ATEN_CPU_CAPABILITY=default).
 """
 
 from __future__ import annotations
