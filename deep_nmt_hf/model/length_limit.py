@@ -14,8 +14,8 @@ generation_config.json). This module ships inside every checkpoint, and the mode
 `SourceLengthStoppingCriteria`: Transformers' public machinery) and, unless the call or its generation config bounds
 the length itself (`max_length` / `max_new_tokens`, then a cap over every limit), raises `max_length` to the
 longest sentence's limit. So ``model.generate``, ``pipeline("translation")``, ``deep-nmt translate`` / ``evaluate``
-and a ``trust_remote_code`` load all apply it; for any other model (a folded stock one), pass the processor
-yourself, as ``deep-nmt translate`` does. With ``early_stopping="never"`` beam search bounds what a live beam can
+and a ``trust_remote_code`` load all apply it, and so does a folded stock copy loaded with ``trust_remote_code=True``
+(custom_generate.py); for any other model, pass the processor yourself, as ``deep-nmt translate`` does. With ``early_stopping="never"`` beam search bounds what a live beam can
 still reach by each sentence's own limit (model/length_penalty.py reads `sentence_max_lengths`), not by the
 batch's `max_length`.
 """

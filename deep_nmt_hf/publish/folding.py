@@ -25,6 +25,12 @@ identical before it returns, and raises `FoldCheckError` otherwise. The stock cl
 ``len^α`` only: a model whose generation config asks for GNMT's length penalty (`model/length_penalty.py`) is
 checked under ``len^α`` and its folded copy says ``length_penalty_form="fairseq"``, with a warning.
 
+A converted model's search (fairseq's or zero's beam-search rule, model/beam_rules.py; a per-sentence length
+limit, model/length_limit.py) is no stock class's: `fold_directory` writes the folded folder of such a model with a
+``custom_generate/`` folder (model/custom_generate.py as ``generate.py`` and the modules it imports), Transformers'
+door for a model's own decoding method. ``from_pretrained(FOLDER, trust_remote_code=True)`` then searches as the
+converted model does (its n-best lists); a plain load runs no code and searches by Transformers' rules.
+
 Devices and dtypes: the fold works where the model lives. The stock model, the probe batch and every tensor the
 fold makes are created on the model's device (never on the default device), so a CUDA-resident model folds on its
 GPU. The folding and the check run in float32 on copies: the model passed in is not changed (its dtype, device and
@@ -37,6 +43,7 @@ from __future__ import annotations
 import copy
 import json
 import logging
+import shutil
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -54,6 +61,8 @@ from transformers import (
 )
 
 from ..data.atomic import atomic_directory
+from ..model import custom_generate
+from ..model.beam_rules import beam_search_rule
 from ..model.length_limit import length_limit_of
 from ..model.length_penalty import length_penalty_form
 from ..model.registry import CHOICES, FOLD_TARGETS, FOLDABLE, FSMT, VARIANT_SPECS
@@ -61,6 +70,12 @@ from ..model.registry import CHOICES, FOLD_TARGETS, FOLDABLE, FSMT, VARIANT_SPEC
 logger = logging.getLogger(__name__)
 
 STOCK_LAYER_NORM_EPS = 1e-5
+# Transformers' folder for a model's own decoding method (`GenerationMixin.load_custom_generate`)
+CUSTOM_GENERATE_DIR = "custom_generate"
+# the first Transformers release whose FSMTForConditionalGeneration decodes with its cache at the right positions:
+# before it, FSMT's decoder embedded the positions of the one new token that `generate` passes, so every cached
+# step read the first position's row (fixed upstream by huggingface/transformers#48289)
+FSMT_CACHED_DECODING_SINCE = "5.24.0"
 
 
 class NotFoldableError(ValueError):
@@ -115,6 +130,7 @@ def check_foldable(config) -> None:
             " is post-LN)"
         )
     problems += _converted_model_problems(config)
+    problems += _stock_release_problems(target)
     if config.layer_norm_eps != STOCK_LAYER_NORM_EPS:
         problems.append(f"layer_norm_eps={config.layer_norm_eps} (stock classes use {STOCK_LAYER_NORM_EPS})")
     if problems:
@@ -143,6 +159,21 @@ def _converted_model_problems(config) -> list[str]:
             "admin_first_omega=True (a trained ω before the first sublayer has no stock equivalent)"
         )
     return problems
+
+
+def _stock_release_problems(target: str | None) -> list[str]:
+    """What the installed Transformers' stock class gets wrong: FSMT's cached decoding before
+    `FSMT_CACHED_DECODING_SINCE` (its folded copy would translate differently from the model)."""
+    import transformers
+    from packaging.version import Version
+
+    installed = transformers.__version__
+    if target == FSMT and Version(installed) < Version(FSMT_CACHED_DECODING_SINCE):
+        return [
+            f"transformers {installed}'s {FSMT} decodes every cached step at the first position (fixed in "
+            f"{FSMT_CACHED_DECODING_SINCE}): fold with transformers>={FSMT_CACHED_DECODING_SINCE}"
+        ]
+    return []
 
 
 def _fsmt_positions(config) -> bool:
@@ -472,29 +503,58 @@ def fold_to_stock(
 
 def _warn_of_per_sentence_search(generation_config: GenerationConfig, stock_name: str) -> None:
     """The stock classes' `generate` knows neither a per-sentence length limit (model/length_limit.py) nor fairseq's /
-    zero's beam-search rules (model/beam_rules.py): with ``max_len_a=0`` the limit is the fixed `max_length` the config
-    already carries (fairseq's defaults); otherwise say that only ``deep-nmt translate`` applies it."""
+    zero's beam-search rules (model/beam_rules.py): a plain load of the folded folder searches by Transformers' rules
+    (with ``max_len_a=0`` the limit is the fixed `max_length` the config already carries, fairseq's defaults); say
+    that ``trust_remote_code=True`` (`write_custom_generate`) or ``deep-nmt translate`` applies them."""
     limit = length_limit_of(generation_config)
     if limit is not None and limit[0] != 0:
         logger.warning(
             "generation_config.max_len_a=%s: the folded %s's generate and pipeline stop at max_length, not at each "
-            "sentence's own limit (deep-nmt translate applies it)",
+            "sentence's own limit, unless loaded with trust_remote_code=True (deep-nmt translate applies it)",
             limit[0],
             stock_name,
         )
     if getattr(generation_config, "beam_search_rule", None) == "zero":
         logger.warning(
-            "generation_config.beam_search_rule='zero': the folded %s searches by Transformers' rules",
+            "generation_config.beam_search_rule='zero': the folded %s searches by Transformers' rules unless "
+            "loaded with trust_remote_code=True",
             stock_name,
         )
+
+
+def needs_custom_generate(generation_config: GenerationConfig) -> bool:
+    """Whether a folded model's generation config asks for a search that stock `generate` does not run: fairseq's
+    or zero's beam-search rule (model/beam_rules.py) or a per-sentence length limit (model/length_limit.py), as a
+    converted model's does. Our own models' configs ask for neither."""
+    return (
+        beam_search_rule(generation_config) != "transformers"
+        or length_limit_of(generation_config) is not None
+    )
+
+
+def write_custom_generate(folder: str | Path) -> Path:
+    """Write ``FOLDER/custom_generate/``: model/custom_generate.py as ``generate.py`` and the model/ modules it
+    imports (relatively, as Transformers copies them: torch, transformers and the standard library only), so that
+    ``from_pretrained(FOLDER, trust_remote_code=True)`` searches by the generation config's rules. Returns the
+    folder written."""
+    from transformers.dynamic_module_utils import get_relative_import_files
+
+    source = Path(custom_generate.__file__)
+    target = Path(folder) / CUSTOM_GENERATE_DIR
+    target.mkdir()
+    shutil.copyfile(source, target / "generate.py")
+    for path in get_relative_import_files(str(source)):
+        shutil.copyfile(path, target / Path(path).name)
+    return target
 
 
 def fold_directory(
     model_dir: str | Path, out_dir: str | Path, atol: float = 1e-4, device: torch.device | str | None = None
 ) -> FoldReport:
     """`deep-nmt fold IN OUT`: load IN, fold it, check it, and write the stock model, tokenizer and generation
-    config to OUT (written to a temporary sibling directory first, then renamed: never half-written). `device`:
-    where to fold and check (default: the CPU)."""
+    config to OUT (written to a temporary sibling directory first, then renamed: never half-written), with
+    ``custom_generate/`` where the generation config asks for a search stock `generate` does not run
+    (`needs_custom_generate`). `device`: where to fold and check (default: the CPU)."""
     from transformers import AutoModelForSeq2SeqLM
 
     from ..model.tokenization_paired import load_folder_tokenizer
@@ -510,6 +570,8 @@ def fold_directory(
     stock, report = fold_to_stock(model, atol=atol)
     with atomic_directory(out_dir) as tmp:  # the umask's modes, renamed into place when complete
         stock.save_pretrained(tmp)
+        if needs_custom_generate(stock.generation_config):  # the converted search, by trust_remote_code=True
+            write_custom_generate(tmp)
         if tokenizer is not None:
             tokenizer.save_pretrained(tmp)
         (tmp / "fold_report.json").write_text(json.dumps(asdict(report), indent=2) + "\n")

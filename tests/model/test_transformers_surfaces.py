@@ -189,6 +189,36 @@ def test_beam_search_hooks_of_the_beam_rules() -> None:
     ]
 
 
+CUSTOM_GENERATE = """
+from .helper import NAME
+
+
+def generate(*args, model, **kwargs):
+    return NAME, type(model).__name__, args, sorted(kwargs)
+"""
+
+
+def test_custom_generate_replaces_generate_only_for_a_trusted_load(tmp_path) -> None:
+    """`from_pretrained(DIR, trust_remote_code=True)` of a stock class whose folder holds
+    custom_generate/generate.py (`GenerationMixin.load_custom_generate`) sets the instance's `generate` to that
+    function with the model as the keyword `model` (positional arguments passed on), its relative imports copied
+    with it; a plain load leaves Transformers' `generate`. publish/folding.py's `write_custom_generate` and
+    model/custom_generate.py rely on all three."""
+    from transformers import MarianConfig, MarianMTModel
+
+    shape = dict(d_model=8, encoder_layers=1, decoder_layers=1, encoder_ffn_dim=8, decoder_ffn_dim=8)
+    heads = dict(encoder_attention_heads=1, decoder_attention_heads=1)
+    config = MarianConfig(vocab_size=8, pad_token_id=1, decoder_start_token_id=1, **heads, **shape)
+    MarianMTModel(config).save_pretrained(tmp_path / "model")
+    (tmp_path / "model" / "custom_generate").mkdir()
+    (tmp_path / "model" / "custom_generate" / "generate.py").write_text(CUSTOM_GENERATE)
+    (tmp_path / "model" / "custom_generate" / "helper.py").write_text('NAME = "custom"\n')
+    trusted = MarianMTModel.from_pretrained(tmp_path / "model", trust_remote_code=True)
+    assert trusted.generate(1, num_beams=2) == ("custom", "MarianMTModel", (1,), ["num_beams"])
+    plain = MarianMTModel.from_pretrained(tmp_path / "model")
+    assert "generate" not in vars(plain) and type(plain).generate is MarianMTModel.generate
+
+
 def test_removed_tasks_and_the_pipeline_registry() -> None:
     """transformers.pipelines.REMOVED_TASKS (a dict from 5.20 on; absent before) and PIPELINE_REGISTRY
     (translation_pipeline.py re-registers the task Transformers 5 removed, and takes it off REMOVED_TASKS)."""

@@ -27,6 +27,8 @@ import layout_metrics  # noqa: E402
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "pre_layout_checkpoints.zip"
 # shipped by a two-vocabulary tokenizer's own save_pretrained (PairedTokenizerFast), not by the model's
 TOKENIZER_FILES = {"tokenization_paired.py", "tokenization_moses.py"}
+# shipped by `deep-nmt fold` as a converted model's custom_generate/generate.py (publish/folding.py), not by the model
+FOLD_FILES = {"custom_generate.py"}
 
 
 def model_files() -> set[str]:
@@ -56,7 +58,7 @@ def test_a_checkpoint_ships_exactly_the_model_folder(variant: str, tmp_path: Pat
 
     config = deep_nmt_hf.VARIANTS[variant](vocab_size=VOCAB, max_position_embeddings=64, **TINY_SHAPE)
     AutoModelForSeq2SeqLM.from_config(config).save_pretrained(tmp_path)
-    assert {p.name for p in tmp_path.glob("*.py")} == model_files() - TOKENIZER_FILES
+    assert {p.name for p in tmp_path.glob("*.py")} == model_files() - TOKENIZER_FILES - FOLD_FILES
 
 
 def test_a_two_vocabulary_tokenizer_ships_the_rest_of_the_model_folder(tmp_path: Path) -> None:

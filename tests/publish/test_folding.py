@@ -21,6 +21,7 @@ from deep_nmt_hf.publish.folding import (
     fold_directory,
     fold_residual_scales,
     fold_to_stock,
+    needs_custom_generate,
 )
 
 VARIANTS = [
@@ -136,7 +137,7 @@ def test_folded_directory_loads_without_the_package_or_remote_code(tmp_path, var
     model.save_pretrained(tmp_path / "trained")
     report = fold_directory(tmp_path / "trained", tmp_path / "folded")
     assert report.stock_class == stock
-    assert not list((tmp_path / "folded").glob("*.py"))  # no custom code ships
+    assert not list((tmp_path / "folded").rglob("*.py"))  # no custom code ships, nor custom_generate/
     config = json.loads((tmp_path / "folded" / "config.json").read_text())
     assert "auto_map" not in config and config["model_type"] in ("marian", "pegasus")
     assert json.loads((tmp_path / "folded" / "fold_report.json").read_text())["beam_outputs_identical"]
@@ -148,6 +149,22 @@ def test_folded_directory_loads_without_the_package_or_remote_code(tmp_path, var
     assert result["class"] == stock and result["module"].startswith("transformers.models.")
     expected = model.generate(input_ids=ids, attention_mask=mask, num_beams=4, max_length=12)
     assert result["out"] == expected.tolist()
+
+
+@pytest.mark.parametrize(
+    ("fields", "carried"),
+    [
+        ({}, False),  # our own models: Transformers' search
+        ({"beam_search_rule": "transformers", "length_penalty_form": "gnmt"}, False),  # folded as len^α
+        ({"beam_search_rule": "fairseq", "early_stopping": True}, True),  # converted from fairseq
+        ({"beam_search_rule": "zero"}, True),
+        ({"max_len_a": 0, "max_len_b": 200}, True),  # a per-sentence limit alone
+    ],
+)
+def test_only_a_search_stock_generate_lacks_carries_custom_generate(fields: dict, carried: bool) -> None:
+    from transformers import GenerationConfig
+
+    assert needs_custom_generate(GenerationConfig(**fields)) is carried
 
 
 def test_fold_directory_refuses_bad_paths_and_leaves_nothing(tmp_path) -> None:
