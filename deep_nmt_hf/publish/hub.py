@@ -379,6 +379,7 @@ class _FoldInfo:
     stock_class: str
     max_abs_logit_diff: float
     beam_outputs_identical: bool
+    custom_generate: bool = False  # the folder carries custom_generate/ (folding.write_custom_generate)
 
 
 def render_model_card(
@@ -624,7 +625,7 @@ def prepare_upload(
     from ..model.residual import current_omegas
     from ..model.tokenization_paired import load_folder_tokenizer
     from ..science.plots import plot_dlcl_weights
-    from .folding import fold_directory
+    from .folding import CUSTOM_GENERATE_DIR, fold_directory
 
     model_dir, _ = _check_model_dir(model_dir)
     if repo_id is not None:
@@ -653,6 +654,7 @@ def prepare_upload(
             folded = {
                 key: folded[key] for key in ("stock_class", "max_abs_logit_diff", "beam_outputs_identical")
             }
+            folded["custom_generate"] = (build / CUSTOM_GENERATE_DIR).is_dir()
         else:
             build.mkdir()
             model.save_pretrained(build)  # with the translation pipeline (pipeline_shipping.py)

@@ -225,3 +225,28 @@ def test_the_fold_into_fsmt_is_refused_where_stock_fsmt_decodes_wrongly(
         f"transformers {transformers.__version__}'s FSMTForConditionalGeneration decodes every cached" in err
     )
     assert "fold with transformers>=999.0" in err and not list(tmp_path.iterdir())
+
+
+def test_the_folded_card_says_how_to_use_custom_generate(folders: dict[str, Path], folded: Path) -> None:
+    """The card of a fold that carries custom_generate/ (`push --fold` of a converted model) tells a Hub user that
+    `trust_remote_code=True` applies fairseq's rules while the plain load runs no code; a fold without it does not."""
+    from deep_nmt_hf.publish.hub import render_model_card
+
+    report = {
+        "stock_class": "FSMTForConditionalGeneration",
+        "max_abs_logit_diff": 0.0,
+        "beam_outputs_identical": True,
+    }
+    cards = {
+        carried: str(
+            render_model_card(
+                folders["converted"], repo_id="me/fsmt", folded={**report, "custom_generate": carried}
+            )
+        )
+        for carried in (True, False)
+    }
+    assert (
+        "`custom_generate/`" in cards[True]
+        and 'from_pretrained("me/fsmt", trust_remote_code=True)' in cards[True]
+    )
+    assert "custom_generate" not in cards[False]
