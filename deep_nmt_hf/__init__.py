@@ -48,6 +48,7 @@ _EXPORTS: dict[str, str] = {
     "quantize_int8": ".publish.quantization",
     "convert_fairseq": ".publish.convert_fairseq",
     "FairseqMosesTokenizer": ".model.tokenization_moses",
+    "FairseqBPE01Tokenizer": ".model.tokenization_bpe01",
     "PairedTokenizerFast": ".model.tokenization_paired",
 }
 
@@ -132,7 +133,7 @@ def _register_tokenizer_names() -> None:
 
     names = getattr(tokenization_auto, "REGISTERED_TOKENIZER_CLASSES", None)
     if isinstance(names, dict):
-        for name in ("FairseqMosesTokenizer", "PairedTokenizerFast"):
+        for name in ("FairseqMosesTokenizer", "FairseqBPE01Tokenizer", "PairedTokenizerFast"):
             names.setdefault(name, __getattr__(name))
 
 
