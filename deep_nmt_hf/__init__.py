@@ -124,8 +124,9 @@ def register() -> None:
 
 
 def _register_tokenizer_names() -> None:
-    """Let AutoTokenizer find the tokenizer classes a converted fairseq Moses folder or a two-vocabulary folder names
-    (`tokenizer_class`), so that it loads without `trust_remote_code`, as our model classes do. Transformers
+    """Let AutoTokenizer find the tokenizer classes a converted fairseq Moses or subword-nmt 0.1 folder or a
+    two-vocabulary folder names (`tokenizer_class`), so that it loads without `trust_remote_code`, as our model
+    classes do. Transformers
     registers a tokenizer name only with `AutoTokenizer.register(config_class, ...)`, which would also make it every
     DeepNMTConfig's default tokenizer; the name alone goes into the table that `tokenizer_class_from_name` reads
     first. Where that table is gone, the folder still loads with `trust_remote_code=True` (the class ships in it)."""
