@@ -17,7 +17,7 @@ subword_nmt/apply_bpe.py `BPE.__init__`, `encode`) applies it with 0.1's rules, 
 The mixin does that in Python before the fast tokenizer (`_encode_plus`), which is a word-level one over fairseq's
 dictionary in subword-nmt's internal form (a non-final piece `ab@@` is `ab`, a final `ab` is `ab</w>`): its decoder
 (tokenizers' `BPEDecoder` with suffix `</w>`) joins a word's pieces, as fairseq's `(x + " ").replace("@@ ",
-"").rstrip()` does. The codes travel in the tokenizer's folder as a vocabulary file (`bpecodes`), so
+"").rstrip()` does. The codes travel in the tokenizer's folder as a vocabulary file (`subword_nmt_01.codes`), so
 `AutoTokenizer.from_pretrained(DIR, trust_remote_code=True)` loads them without deep_nmt_hf.
 
 `FairseqBPE01Tokenizer` is the one-vocabulary tokenizer, with fairseq's Moses steps around it (model/
@@ -38,7 +38,7 @@ from transformers import PreTrainedTokenizerFast
 from .tokenization_moses import MosesMixin
 
 END_OF_WORD, SEPARATOR = "</w>", "@@"
-CODES_FILE = "bpecodes"
+CODES_FILE = "subword_nmt_01.codes"  # not fairseq's `bpecodes`, which a folder may hold for other reasons
 
 
 def read_codes_01(path: str | os.PathLike) -> dict[tuple[str, str], int]:
@@ -98,7 +98,7 @@ def internal_form(piece: str) -> str:
 
 class SubwordNMT01Mixin:
     """subword-nmt 0.1 BPE in Python before a word-level fast tokenizer (put before `PreTrainedTokenizerFast` in the
-    bases, after `MosesMixin`): the codes are the vocabulary file `bpe_codes_file` (`bpecodes` in the folder); off
+    bases, after `MosesMixin`): the codes are the vocabulary file `bpe_codes_file` (`subword_nmt_01.codes` in the folder); off
     where the tokenizer has none (`bpe01_enabled`)."""
 
     vocab_files_names = {**PreTrainedTokenizerFast.vocab_files_names, "bpe_codes_file": CODES_FILE}

@@ -41,7 +41,7 @@ class PairedTokenizerFast(MosesMixin, SubwordNMT01Mixin, PreTrainedTokenizerFast
     """Encode with the source vocabulary (this tokenizer's own backend), decode with the target one
     (`target_tokenizer`); ``text_target=`` encodes with the target. Moses around it where its options name a
     source language (`moses_enabled`); subword-nmt 0.1 BPE before both vocabularies where the folder holds its
-    codes (`bpecodes`, model/tokenization_bpe01.py: fairseq applies one codes file to both sides)."""
+    codes (`subword_nmt_01.codes`, model/tokenization_bpe01.py: fairseq applies one codes file to both sides)."""
 
     vocab_files_names = {
         **PreTrainedTokenizerFast.vocab_files_names,

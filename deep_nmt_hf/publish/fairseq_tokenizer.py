@@ -16,7 +16,7 @@ recipe used it), apply BPE, look the pieces up in the dictionary (`<unk>` = 3 fo
 * subword-nmt 0.1 codes (no `#version: 0.2` header; subword_nmt/apply_bpe.py applies them with 0.1's rules, `</w>`
   a symbol of its own that a merge may join or leave, a lone one dropped at the word's end): the rules in Python
   before a word-level tokenizer over the same re-keyed dictionary (model/tokenization_bpe01.py's
-  `FairseqBPE01Tokenizer`, the codes shipped as its `bpecodes` file); the decoder joins a word's pieces. Pieces the
+  `FairseqBPE01Tokenizer`, the codes shipped as its `subword_nmt_01.codes` file); the decoder joins a word's pieces. Pieces the
   dictionary lacks are `<unk>` (3) directly.
 * fastBPE (fairseq/data/encoders/fastbpe.py: `fastBPE.apply`; codes `A B COUNT`, fastBPE/fastBPE.hpp): the same
   BPE model as subword-nmt's (characters, `</w>` on the last, merges by rank, `@@ ` after non-final pieces); fastBPE
