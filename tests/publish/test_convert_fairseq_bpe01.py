@@ -152,6 +152,30 @@ def test_folded_model_keeps_the_01_tokenizer(converted: dict[str, Path], tmp_pat
         )
 
 
+def test_folded_two_vocabulary_model_translates_as_fairseq(
+    converted: dict[str, Path], tmp_path: Path
+) -> None:
+    """Folded into FSMT, whose config's `vocab_size` is the TARGET's (`src_vocab_size` the source's): the pipeline
+    and `deep-nmt translate`'s batch path keep source ids up to the source vocabulary (mapping only the pieces past
+    it to `<unk>`), so raw text still translates as fairseq's hub."""
+    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, pipeline
+
+    from deep_nmt_hf.training.translation import translate as translate_batch
+
+    text = CASES["two_dictionaries"][2]
+    assert main(["fold", str(converted["two_dictionaries"]), str(tmp_path / "fsmt")]) == 0
+    model = AutoModelForSeq2SeqLM.from_pretrained(tmp_path / "fsmt")
+    assert model.config.vocab_size < model.config.src_vocab_size  # the case: target smaller than source
+    translate = pipeline("translation", model=str(tmp_path / "fsmt"))
+    got = [
+        translate(s, num_beams=1, max_new_tokens=MAX_LEN_B)[0]["translation_text"] for s in text["sentences"]
+    ]
+    assert got == text["translations"]
+    tokenizer = AutoTokenizer.from_pretrained(tmp_path / "fsmt")
+    batch = translate_batch(model, tokenizer, text["sentences"], num_beams=1, max_new_tokens=MAX_LEN_B)
+    assert batch == text["translations"]
+
+
 def test_two_vocabularies_decode_with_the_target_and_apply_bpe_to_targets(converted: dict[str, Path]) -> None:
     """PairedTokenizerFast with 0.1 codes: the source side's ids are fairseq's (above), labels (`text_target`) get
     the same 0.1 pieces looked up in the target dictionary, and decoding uses the target one."""
