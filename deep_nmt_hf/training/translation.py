@@ -26,7 +26,6 @@ from ..model.length_limit import (
     source_lengths_of,
 )
 from ..model.tokenization_paired import load_folder_tokenizer
-from ..model.translation_pipeline import source_vocab_size
 from ..publish.quantization import check_int8, quantize_int8
 from .metrics import compute_translation_metrics
 
@@ -74,7 +73,7 @@ def translate(
     encoded = tokenizer(
         [sentences[i] for i in todo], truncation=max_positions is not None, max_length=max_positions
     )["input_ids"]
-    vocab_size, unk = source_vocab_size(model.config), getattr(model.config, "unk_token_id", None)
+    vocab_size, unk = getattr(model.config, "vocab_size", None), getattr(model.config, "unk_token_id", None)
     if isinstance(vocab_size, int) and isinstance(unk, int) and len(tokenizer) > vocab_size:
         # a converted fairseq tokenizer's pieces past the model's vocabulary: <unk>, as fairseq reads them
         encoded = [[i if i < vocab_size else unk for i in ids] for ids in encoded]
