@@ -156,8 +156,8 @@ def test_folded_two_vocabulary_model_translates_as_fairseq(
     converted: dict[str, Path], tmp_path: Path
 ) -> None:
     """Folded into FSMT, whose config's `vocab_size` is the TARGET's (`src_vocab_size` the source's): the pipeline
-    and `deep-nmt translate`'s batch path keep source ids up to the source vocabulary (mapping only the pieces past
-    it to `<unk>`), so raw text still translates as fairseq's hub."""
+    maps only source ids past the source vocabulary to `<unk>` (model/translation_pipeline.py `source_vocab_size`),
+    so raw text still translates as fairseq's hub, there and through `deep-nmt translate`'s batch path."""
     from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, pipeline
 
     from deep_nmt_hf.training.translation import translate as translate_batch
