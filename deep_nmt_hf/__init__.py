@@ -48,6 +48,7 @@ _EXPORTS: dict[str, str] = {
     "quantize_int8": ".publish.quantization",
     "convert_fairseq": ".publish.convert_fairseq",
     "FairseqMosesTokenizer": ".model.tokenization_moses",
+    "FairseqBPE01Tokenizer": ".model.tokenization_bpe01",
     "PairedTokenizerFast": ".model.tokenization_paired",
 }
 
@@ -123,8 +124,9 @@ def register() -> None:
 
 
 def _register_tokenizer_names() -> None:
-    """Let AutoTokenizer find the tokenizer classes a converted fairseq Moses folder or a two-vocabulary folder names
-    (`tokenizer_class`), so that it loads without `trust_remote_code`, as our model classes do. Transformers
+    """Let AutoTokenizer find the tokenizer classes a converted fairseq Moses or subword-nmt 0.1 folder or a
+    two-vocabulary folder names (`tokenizer_class`), so that it loads without `trust_remote_code`, as our model
+    classes do. Transformers
     registers a tokenizer name only with `AutoTokenizer.register(config_class, ...)`, which would also make it every
     DeepNMTConfig's default tokenizer; the name alone goes into the table that `tokenizer_class_from_name` reads
     first. Where that table is gone, the folder still loads with `trust_remote_code=True` (the class ships in it)."""
@@ -132,7 +134,7 @@ def _register_tokenizer_names() -> None:
 
     names = getattr(tokenization_auto, "REGISTERED_TOKENIZER_CLASSES", None)
     if isinstance(names, dict):
-        for name in ("FairseqMosesTokenizer", "PairedTokenizerFast"):
+        for name in ("FairseqMosesTokenizer", "FairseqBPE01Tokenizer", "PairedTokenizerFast"):
             names.setdefault(name, __getattr__(name))
 
 

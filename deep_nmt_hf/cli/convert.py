@@ -45,8 +45,9 @@ def add_parsers(commands: Any) -> dict[str, Any]:
     fairseq.add_argument(
         "--bpe-codes",
         type=Path,
-        help="subword-nmt (0.2, with its '#version: 0.2' header) or fastBPE codes: the tokenizer then splits raw text "
-        "as fairseq did",
+        help="subword-nmt codes (0.2, with its '#version: 0.2' header; without it, 0.1 codes, applied with "
+        "subword-nmt 0.1's rules as fairseq applies them) or fastBPE codes: the tokenizer then splits raw text as "
+        "fairseq did",
     )
     fairseq.add_argument(
         "--sentencepiece-model",

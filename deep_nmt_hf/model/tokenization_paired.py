@@ -31,18 +31,21 @@ from typing import Any
 
 from transformers import PreTrainedTokenizerFast
 
+from .tokenization_bpe01 import CODES_FILE, SubwordNMT01Mixin
 from .tokenization_moses import MosesMixin
 
 SOURCE_DIR, TARGET_DIR = "source_tokenizer", "target_tokenizer"
 
 
-class PairedTokenizerFast(MosesMixin, PreTrainedTokenizerFast):
+class PairedTokenizerFast(MosesMixin, SubwordNMT01Mixin, PreTrainedTokenizerFast):
     """Encode with the source vocabulary (this tokenizer's own backend), decode with the target one
     (`target_tokenizer`); ``text_target=`` encodes with the target. Moses around it where its options name a
-    source language (`moses_enabled`)."""
+    source language (`moses_enabled`); subword-nmt 0.1 BPE before both vocabularies where the folder holds its
+    codes (`subword_nmt_01.codes`, model/tokenization_bpe01.py: fairseq applies one codes file to both sides)."""
 
     vocab_files_names = {
         **PreTrainedTokenizerFast.vocab_files_names,
+        "bpe_codes_file": CODES_FILE,
         "target_tokenizer_file": f"{TARGET_DIR}/tokenizer.json",
         "target_tokenizer_config_file": f"{TARGET_DIR}/tokenizer_config.json",
     }
@@ -55,10 +58,25 @@ class PairedTokenizerFast(MosesMixin, PreTrainedTokenizerFast):
         target: PreTrainedTokenizerFast,
         moses: dict[str, Any] | None = None,
     ) -> PairedTokenizerFast:
-        """The paired tokenizer of two fast tokenizers (the source's backend, specials and length limit); `moses`:
-        the Moses options (`MOSES_OPTIONS`' keys) to tokenise before and detokenise after."""
+        """The paired tokenizer of two fast tokenizers (the source's backend, specials and length limit, its
+        subword-nmt 0.1 codes if it has them: `SubwordNMT01Mixin`); `moses`: the Moses options (`MOSES_OPTIONS`'
+        keys) to tokenise before and detokenise after. The target is kept as a plain fast tokenizer of its
+        backend (its decoder joins the pieces; 0.1 BPE for target text runs here)."""
+        codes = source.init_kwargs.get("bpe_codes_file")
+        if type(target) is not PreTrainedTokenizerFast:
+            target = PreTrainedTokenizerFast(
+                tokenizer_object=target.backend_tokenizer,
+                model_max_length=target.model_max_length,
+                clean_up_tokenization_spaces=target.clean_up_tokenization_spaces,
+                **{
+                    name: str(token)
+                    for name, token in target.special_tokens_map.items()
+                    if isinstance(token, str)
+                },
+            )
         paired = cls(
             **(moses or {}),
+            **({"bpe_codes_file": codes} if codes else {}),
             tokenizer_object=source.backend_tokenizer,
             model_max_length=source.model_max_length,
             clean_up_tokenization_spaces=source.clean_up_tokenization_spaces,
@@ -97,6 +115,8 @@ class PairedTokenizerFast(MosesMixin, PreTrainedTokenizerFast):
         tokenizer.target_tokenizer  # noqa: B018 (read now: a folder without it fails here, not at decoding)
         if tokenizer.moses_enabled():
             tokenizer._moses_pair()  # sacremoses is needed at load, as for FairseqMosesTokenizer
+        if tokenizer.bpe01_enabled():
+            tokenizer.bpe01_ranks()  # a bad codes file fails at load
         return tokenizer
 
     @property
@@ -133,6 +153,10 @@ class PairedTokenizerFast(MosesMixin, PreTrainedTokenizerFast):
                 )
             finally:
                 self._switch_to_input_mode()
+        if self.bpe01_enabled():
+            split = kwargs.get("is_split_into_words", False)
+            text_target = self._bpe01_applied(text_target, split)
+            text_pair_target = self._bpe01_applied(text_pair_target, split)
         max_target_length = kwargs.pop("max_target_length", None)
         target_kwargs = dict(kwargs)
         if max_target_length is not None:

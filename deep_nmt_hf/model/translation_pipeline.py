@@ -46,10 +46,7 @@ class TranslationPipeline(Pipeline):
         inputs = self.tokenizer(text, truncation=truncation, max_length=max_length, return_tensors="pt")
         # a converted fairseq tokenizer keeps the BPE pieces its dictionary lacks past the model's vocabulary
         # (publish/fairseq_tokenizer.py): fairseq reads each as <unk>, and so does the model here
-        config = self.model.config
-        vocab_size = getattr(config, "vocab_size", None) or getattr(
-            config, "src_vocab_size", None
-        )  # FSMT's name
+        vocab_size = source_vocab_size(self.model.config)
         unk = self.tokenizer.unk_token_id
         if isinstance(vocab_size, int) and isinstance(unk, int) and len(self.tokenizer) > vocab_size:
             inputs["input_ids"] = inputs["input_ids"].masked_fill(inputs["input_ids"] >= vocab_size, unk)
@@ -61,6 +58,12 @@ class TranslationPipeline(Pipeline):
     def postprocess(self, model_outputs: dict) -> dict[str, str]:
         text = self.tokenizer.decode(model_outputs["output_ids"][0], skip_special_tokens=True)
         return {"translation_text": text.strip()}
+
+
+def source_vocab_size(config: Any) -> int | None:
+    """The encoder's vocabulary size: FSMT's `src_vocab_size` (its `vocab_size` is the target's) where the config
+    has one, else `vocab_size`."""
+    return getattr(config, "src_vocab_size", None) or getattr(config, "vocab_size", None)
 
 
 def register_translation_pipeline() -> None:

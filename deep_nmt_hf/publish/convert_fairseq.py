@@ -23,7 +23,8 @@ fairseq/, line numbers of that release):
 * the BPE the hub interface applies (hub_utils.py `GeneratorHubInterface.__init__`: `encoders.build_bpe(cfg.bpe)`):
   `args.bpe` / `cfg["bpe"]["_name"]`; for `sentencepiece` (data/encoders/sentencepiece_bpe.py) the
   `--sentencepiece-model` is required here, for `gpt2` (gpt2_bpe.py) its encoder.json / vocab.bpe, `subword_nmt`
-  and `fastbpe` take their codes; any other (`hf_byte_bpe`, `bytes`, `byte_bpe`, `bert`, `characters`, a
+  and `fastbpe` take their codes (subword-nmt codes without the `#version: 0.2` header with 0.1's rules,
+  model/tokenization_bpe01.py); any other (`hf_byte_bpe`, `bytes`, `byte_bpe`, `bert`, `characters`, a
   --user-dir one) is refused (the tokenizer: fairseq_tokenizer.py, sentencepiece_model.py);
 * `merge_src_tgt_embed` (models/transformer/transformer_base.py `build_model`: the source dictionary extended by
   the target's other symbols, data/dictionary.py `update`, is both sides' dictionary and the embedding's rows);
@@ -908,9 +909,9 @@ def _check_bpe_name(checkpoint: Checkpoint) -> None:
 
 
 def _check_codes(checkpoint: Checkpoint, codes: Path) -> None:
-    """The codes file is one the tokenizer reproduces (subword-nmt 0.2 or fastBPE: fairseq_tokenizer.codes_format)
-    and the one the checkpoint's `--bpe` names."""
-    from .fairseq_tokenizer import FASTBPE, SUBWORD_NMT, codes_format
+    """The codes file is one the tokenizer reproduces (subword-nmt 0.2 or 0.1, fastBPE:
+    fairseq_tokenizer.codes_format) and the one the checkpoint's `--bpe` names."""
+    from .fairseq_tokenizer import FASTBPE, SUBWORD_NMT, SUBWORD_NMT_01, codes_format
 
     try:
         kind = codes_format(codes)
@@ -918,6 +919,8 @@ def _check_codes(checkpoint: Checkpoint, codes: Path) -> None:
         raise ConversionError(str(err)) from None
     named = checkpoint.bpe.get("name")
     expected = {"subword_nmt": SUBWORD_NMT, "fastbpe": FASTBPE}.get(named or "", kind)
+    if kind == SUBWORD_NMT_01 and expected == SUBWORD_NMT:
+        return  # fairseq's subword_nmt reads either version (0.1 rules where the header is missing)
     if kind != expected:
         raise ConversionError(
             f"{codes} holds {kind} codes but {checkpoint.path.name} was preprocessed with bpe={named!r}: give "

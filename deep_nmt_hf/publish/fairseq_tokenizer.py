@@ -13,6 +13,11 @@ recipe used it), apply BPE, look the pieces up in the dictionary (`<unk>` = 3 fo
   `x.replace(" ", "").replace("\u2581", " ").strip()`): the `.model` file's normalizer and segmentation
   (publish/sentencepiece_model.py), its pieces given the fairseq dictionary's ids; the decoder turns `▁` back
   into spaces (the pipeline strips the ends, as fairseq does).
+* subword-nmt 0.1 codes (no `#version: 0.2` header; subword_nmt/apply_bpe.py applies them with 0.1's rules, `</w>`
+  a symbol of its own that a merge may join or leave, a lone one dropped at the word's end): the rules in Python
+  before a word-level tokenizer over the same re-keyed dictionary (model/tokenization_bpe01.py's
+  `FairseqBPE01Tokenizer`, the codes shipped as its `subword_nmt_01.codes` file); the decoder joins a word's pieces. Pieces the
+  dictionary lacks are `<unk>` (3) directly.
 * fastBPE (fairseq/data/encoders/fastbpe.py: `fastBPE.apply`; codes `A B COUNT`, fastBPE/fastBPE.hpp): the same
   BPE model as subword-nmt's (characters, `</w>` on the last, merges by rank, `@@ ` after non-final pieces); fastBPE
   splits on spaces only, where the tokenizer splits on any whitespace.
@@ -55,35 +60,47 @@ CONTINUATION = "@@"
 
 
 SUBWORD_NMT = "subword-nmt"
+SUBWORD_NMT_01 = "subword-nmt 0.1"
 FASTBPE = "fastBPE"
 
 
 def codes_format(codes: Path) -> str:
-    """Which BPE wrote `codes`: subword-nmt 0.2 (`#version: 0.2` first, then `A B` lines) or fastBPE (`A B COUNT`
-    lines, fastBPE/fastBPE.hpp `readCodes`); both split a word into characters with `</w>` on the last one and merge
-    by rank, so one BPE model reproduces both. ValueError for subword-nmt 0.1 codes (no header; subword_nmt/
-    apply_bpe.py appends `</w>` as a symbol of its own, merged last): a merged model cannot drop a lone `</w>`
-    left at a word's end, so 0.1 segmentation is not reproduced."""
+    """Which BPE wrote `codes`: subword-nmt 0.2 (`#version: 0.2` first, then `A B` lines), fastBPE (`A B COUNT`
+    lines, fastBPE/fastBPE.hpp `readCodes`) or subword-nmt 0.1 (`A B` lines without a header, or `#version: 0.1`:
+    subword_nmt/apply_bpe.py reads a headerless file as 0.1). 0.2 and fastBPE split a word into characters with
+    `</w>` on the last one and merge by rank, so one BPE model reproduces both; 0.1 keeps `</w>` a symbol of its
+    own (model/tokenization_bpe01.py). ValueError for another version or a first line that is no merge."""
     with codes.open(encoding="utf-8") as file:
         first = file.readline()
         second = file.readline()
     if first.startswith("#version:"):
-        version = first.split()[-1]
-        if version.rstrip("0").rstrip(".") != "0.2":
-            raise ValueError(f"{codes} is subword-nmt codes of version {version}; version 0.2 is reproduced")
-        return SUBWORD_NMT
+        version = first.split()[-1].rstrip("0").rstrip(".")
+        if version not in ("0.1", "0.2"):
+            raise ValueError(
+                f"{codes} is subword-nmt codes of version {first.split()[-1]}; versions 0.1 and 0.2 are reproduced"
+            )
+        return SUBWORD_NMT if version == "0.2" else SUBWORD_NMT_01
     fields = first.split()
     if len(fields) == 3 and fields[2].isdigit() and (not second.strip() or len(second.split()) == 3):
         return FASTBPE
+    if len(first.strip("\r\n ").split(" ")) == 2:
+        return SUBWORD_NMT_01
     raise ValueError(
-        f"{codes} has no '#version: 0.2' header: subword-nmt 0.1 codes, whose end-of-word rule ('</w>' a symbol of "
-        "its own) the fast tokenizer cannot reproduce; only 0.2 codes (subword-nmt >= 0.2) and fastBPE codes are read "
-        "(without --bpe-codes the model converts alone, with no tokenizer)"
+        f"{codes} is no BPE codes file the converter reads: its first line {first.rstrip()!r} is neither a "
+        "'#version:' header (subword-nmt 0.2), an 'A B' merge (subword-nmt 0.1, no header) nor an 'A B COUNT' one "
+        "(fastBPE)"
     )
 
 
 def _merges(codes: Path) -> list[tuple[str, str]]:
+    """The merges of subword-nmt 0.2 or fastBPE codes in rank order; ValueError for 0.1 codes (their rules are
+    not a merged model's: `build_tokenizer` applies them with `FairseqBPE01Tokenizer`)."""
     kind = codes_format(codes)
+    if kind == SUBWORD_NMT_01:
+        raise ValueError(
+            f"{codes} has no '#version: 0.2' header: subword-nmt 0.1 codes, whose end-of-word rule ('</w>' a symbol "
+            "of its own) a merged BPE model cannot reproduce; give 0.2 codes (subword-nmt >= 0.2) or fastBPE's"
+        )
     width, shape = (2, "'A B'") if kind == SUBWORD_NMT else (3, "'A B COUNT'")
     merges = []
     for number, line in enumerate(codes.read_text(encoding="utf-8").splitlines(), 1):
@@ -110,6 +127,8 @@ def build_tokenizer(
     `gpt2` (fairseq's `encoder.json`, `vocab.bpe`) GPT-2's byte-level BPE instead of either."""
     specials = symbols[:4]  # <s>, <pad>, </s>, <unk>
     word_join = None  # without BPE: tokens joined by spaces
+    if codes is not None and codes_format(codes) == SUBWORD_NMT_01:
+        return _subword_nmt_01(symbols, codes, moses)
     if gpt2 is not None:
         return _wrap(gpt2_tokenizer(symbols, *gpt2), specials, moses)
     if sentencepiece_model is not None:
@@ -136,18 +155,38 @@ def build_tokenizer(
             vocab[symbol] = i  # a symbol listed twice: the later id, as fairseq's index
         model = models.WordLevel(vocab, unk_token=specials[3])
     else:
-        vocab = {}
-        for i, symbol in enumerate(symbols):
-            key = symbol if i < 4 else _internal(symbol)
-            if key in specials and key in vocab:
-                continue  # the specials keep ids 0-3 (fairseq's unk_index stays 3)
-            vocab[key] = i  # listed twice (#fairseq:overwrite): the text maps to the later id, as in fairseq
-        model, word_join = bpe_model(vocab, codes, specials[3])
+        model, word_join = bpe_model(_internal_vocab(symbols), codes, specials[3])
     tokenizer = Tokenizer(model)
     tokenizer.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
     if word_join is not None:
         tokenizer.decoder = word_join
     return _wrap(tokenizer, specials, moses)
+
+
+def _internal_vocab(symbols: list[str]) -> dict[str, int]:
+    """The dictionary re-keyed in subword-nmt's internal form (`_internal`), the specials as they are."""
+    vocab: dict[str, int] = {}
+    for i, symbol in enumerate(symbols):
+        key = symbol if i < 4 else _internal(symbol)
+        if key in symbols[:4] and key in vocab:
+            continue  # the specials keep ids 0-3 (fairseq's unk_index stays 3)
+        vocab[key] = i  # listed twice (#fairseq:overwrite): the text maps to the later id, as in fairseq
+    return vocab
+
+
+def _subword_nmt_01(symbols: list[str], codes: Path, moses: dict[str, Any] | None) -> PreTrainedTokenizerFast:
+    """fairseq's ids with subword-nmt 0.1 `codes`: `FairseqBPE01Tokenizer` (model/tokenization_bpe01.py) over a
+    word-level model of the re-keyed dictionary, Moses before it where `moses` gives its options. ValueError
+    naming a line of `codes` that is no merge."""
+    from ..model.tokenization_bpe01 import FairseqBPE01Tokenizer, read_codes_01
+    from ..model.tokenization_moses import MOSES_OPTIONS
+
+    read_codes_01(codes)  # a bad line is named now, not at the first sentence
+    moses = None if moses is None else {**MOSES_OPTIONS, **moses}  # named: they switch Moses on
+    tokenizer = Tokenizer(models.WordLevel(_internal_vocab(symbols), unk_token=symbols[3]))
+    tokenizer.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    tokenizer.decoder = decoders.BPEDecoder(suffix=END_OF_WORD)
+    return _wrap(tokenizer, symbols[:4], moses, FairseqBPE01Tokenizer, bpe_codes_file=str(codes))
 
 
 def bpe_model(vocab: dict[str, int], codes: Path, unk: str) -> tuple[models.BPE, decoders.BPEDecoder]:
@@ -165,21 +204,27 @@ def bpe_model(vocab: dict[str, int], codes: Path, unk: str) -> tuple[models.BPE,
 
 
 def _wrap(
-    tokenizer: Tokenizer, specials: list[str], moses: dict[str, Any] | None = None
+    tokenizer: Tokenizer,
+    specials: list[str],
+    moses: dict[str, Any] | None = None,
+    wrapper: type[PreTrainedTokenizerFast] | None = None,
+    **options: Any,
 ) -> PreTrainedTokenizerFast:
     """`</s>` appended after each sequence, as fairseq's `encode_line` does; the specials named; Moses around it
-    when `moses` gives its options."""
+    when `moses` gives its options; `wrapper` (with its keyword `options`) instead of the plain or Moses class."""
     eos = specials[2]
     tokenizer.post_processor = processors.TemplateProcessing(
         single=f"$A {eos}", pair=f"$A {eos} $B {eos}", special_tokens=[(eos, 2)]
     )
-    wrapper: type[PreTrainedTokenizerFast] = PreTrainedTokenizerFast
-    if moses is not None:
-        from ..model.tokenization_moses import FairseqMosesTokenizer
+    if wrapper is None:
+        wrapper = PreTrainedTokenizerFast
+        if moses is not None:
+            from ..model.tokenization_moses import FairseqMosesTokenizer
 
-        wrapper = FairseqMosesTokenizer
+            wrapper = FairseqMosesTokenizer
     wrapped = wrapper(
         **(moses or {}),
+        **options,
         tokenizer_object=tokenizer,
         bos_token=specials[0],
         pad_token=specials[1],

@@ -245,6 +245,26 @@ def test_registered_tokenizer_classes_finds_the_moses_tokenizer_by_name() -> Non
     assert found is deep_nmt_hf.FairseqMosesTokenizer
 
 
+def test_fast_tokenizer_hooks_the_converted_tokenizers_override() -> None:
+    """PreTrainedTokenizerFast's private hooks our tokenizers wrap (model/tokenization_moses.py, tokenization_bpe01.py):
+    `_encode_plus(text, text_pair, ...)` runs for `__call__`, `encode` and `tokenize` (Moses and 0.1 BPE run before
+    it), and `_save_pretrained(save_directory, file_names, ...)` runs inside `save_pretrained` before any upload
+    (the 0.1 codes file is written there); `tokenizer_class_from_name` finds FairseqBPE01Tokenizer by name."""
+    import inspect
+
+    from transformers import PreTrainedTokenizerFast
+    from transformers.models.auto import tokenization_auto
+
+    import deep_nmt_hf
+
+    encode = list(inspect.signature(PreTrainedTokenizerFast._encode_plus).parameters)
+    assert encode[:3] == ["self", "text", "text_pair"] and "is_split_into_words" in encode
+    save = list(inspect.signature(PreTrainedTokenizerFast._save_pretrained).parameters)
+    assert save[:3] == ["self", "save_directory", "file_names"]
+    found = tokenization_auto.tokenizer_class_from_name("FairseqBPE01Tokenizer")
+    assert found is deep_nmt_hf.FairseqBPE01Tokenizer
+
+
 def test_pipeline_registration_record_and_relative_imports() -> None:
     """Pipeline._registered_impl (the registration pipeline_shipping writes into config.json's custom_pipelines)
     and dynamic_module_utils.get_relative_import_files (the sibling modules shipped with it)."""

@@ -25,8 +25,8 @@ sys.path.insert(0, str(REPO / ".ci"))
 import layout_metrics  # noqa: E402
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "pre_layout_checkpoints.zip"
-# shipped by a two-vocabulary tokenizer's own save_pretrained (PairedTokenizerFast), not by the model's
-TOKENIZER_FILES = {"tokenization_paired.py", "tokenization_moses.py"}
+# shipped by a converted tokenizer's own save_pretrained (PairedTokenizerFast, FairseqBPE01Tokenizer), not by the model's
+TOKENIZER_FILES = {"tokenization_paired.py", "tokenization_moses.py", "tokenization_bpe01.py"}
 # shipped by `deep-nmt fold` as a converted model's custom_generate/generate.py (publish/folding.py), not by the model
 FOLD_FILES = {"custom_generate.py"}
 

@@ -1,10 +1,11 @@
 """`deep-nmt convert fairseq` and the BPEs fairseq ships beyond subword-nmt 0.2 and sentencepiece: fastBPE and GPT-2's
-byte-level BPE reproduced, subword-nmt 0.1 codes and the others refused by name before anything is written.
+byte-level BPE reproduced, the others refused by name before anything is written (subword-nmt 0.1 codes:
+test_convert_fairseq_bpe01.py).
 
 tests/fixtures/fairseq/tokenizers/ was written by fairseq 0.12.3.1 (make_converter_fixtures.py `--only tokenizers`):
 fastBPE codes (bpecodes in fastBPE's `A B COUNT` format) with fairseq's hub interface on the postln_shared_args
 checkpoint; a `--bpe gpt2` checkpoint over a tiny encoder.json / vocab.bpe learnt by the generator on our synthetic
-text, its dictionary of GPT-2 ids counted by fairseq; bpecodes without its header with fairseq's 0.1 pieces. Each
+text, its dictionary of GPT-2 ids counted by fairseq. Each
 comparison is of token ids (exact) and of greedy translations (text, exact: the model math is checked elsewhere to
 1e-4 and greedy argmaxes of these fixtures are far apart).
 """
@@ -22,7 +23,7 @@ from fairseq_reference import FIXTURES, MAX_LEN_B, assert_refused
 
 from deep_nmt_hf.cli import main
 from deep_nmt_hf.model.modeling_deep_nmt import DeepNMTForConditionalGeneration
-from deep_nmt_hf.publish.fairseq_tokenizer import build_tokenizer, unknown_to_unk
+from deep_nmt_hf.publish.fairseq_tokenizer import unknown_to_unk
 
 TOKENIZERS = FIXTURES / "tokenizers"
 GPT2 = TOKENIZERS / "gpt2"
@@ -84,27 +85,6 @@ def test_fastbpe_codes_for_a_subword_nmt_checkpoint_are_refused(tmp_path: Path, 
     argv = ["convert", "fairseq", str(with_bpe("subword_nmt", tmp_path)), str(out)]
     code, err = run_cli(argv + ["--bpe-codes", str(TOKENIZERS / "fastbpe.codes")], capsys)
     assert_refused(code, err, out, "fastBPE", "bpe='subword_nmt'")
-
-
-def test_subword_nmt_01_codes_are_refused(tmp_path: Path, capsys) -> None:
-    """fairseq applies headerless codes with subword-nmt 0.1's rules, which give other pieces than 0.2's (the
-    fixture's sentences: fairseq's 0.1 pieces against the 0.2 tokenizer's): refused, not silently wrong."""
-    text = json.loads((TOKENIZERS / "bpecodes01.json").read_text())
-    symbols = ["<s>", "<pad>", "</s>", "<unk>"]
-    symbols += [line.split()[0] for line in (FIXTURES / "dict.src.txt").read_text().splitlines()]
-    index = {symbol: i for i, symbol in enumerate(symbols)}
-    rules_02 = build_tokenizer(symbols, FIXTURES / "bpecodes")
-    differ = [
-        sentence
-        for sentence, pieces in zip(text["sentences"], text["pieces"], strict=True)
-        if unknown_to_unk(rules_02(sentence, return_tensors="pt").input_ids[0], len(symbols)).tolist()
-        != [index.get(piece, 3) for piece in pieces.split()] + [2]
-    ]
-    assert differ  # the reason for the refusal, as fairseq computed it
-    out = tmp_path / "out"
-    argv = ["convert", "fairseq", str(FIXTURES / "postln_shared_args.pt"), str(out)]
-    code, err = run_cli(argv + ["--bpe-codes", str(TOKENIZERS / "bpecodes01")], capsys)
-    assert_refused(code, err, out, "bpecodes01", "#version: 0.2", "0.1")
 
 
 @pytest.mark.parametrize(
