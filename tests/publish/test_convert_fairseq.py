@@ -27,6 +27,7 @@ from fairseq_reference import (
     MAX_LEN_B,
     assert_refused,
     check_against_fairseq,
+    needs_fsmt_fold,
     reference,
     tolerance,
 )
@@ -208,6 +209,7 @@ def test_fold_refuses_what_no_stock_class_keeps_exact(
     assert_refused(code, err, out, reason)
 
 
+@needs_fsmt_fold
 @pytest.mark.parametrize("name", ["postln_shared_args", "deepnorm_args"])
 def test_fold_into_fsmt_keeps_fairseq_scores(name: str, converted: dict[str, Path], tmp_path: Path) -> None:
     """Post-LN with fairseq's positions folds into FSMTForConditionalGeneration, which holds fairseq's table: the

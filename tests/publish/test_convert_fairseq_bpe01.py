@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from fairseq_reference import FIXTURES, MAX_LEN_B
+from fairseq_reference import FIXTURES, MAX_LEN_B, needs_fsmt_fold
 
 from deep_nmt_hf.cli import main
 from deep_nmt_hf.publish.fairseq_tokenizer import build_tokenizer, unknown_to_unk
@@ -133,6 +133,7 @@ def test_save_and_reload_keeps_the_codes(converted: dict[str, Path], tmp_path: P
         assert second(text_target=sentence).input_ids == second(sentence).input_ids
 
 
+@needs_fsmt_fold
 def test_folded_model_keeps_the_01_tokenizer(converted: dict[str, Path], tmp_path: Path) -> None:
     """`deep-nmt fold` into FSMT writes the tokenizer with its class file and codes: the folded folder's tokenizer
     gives fairseq's ids and decodes as the converted one. (Its translations are not compared here: the fold's own
@@ -152,6 +153,7 @@ def test_folded_model_keeps_the_01_tokenizer(converted: dict[str, Path], tmp_pat
         )
 
 
+@needs_fsmt_fold
 def test_folded_two_vocabulary_model_translates_as_fairseq(
     converted: dict[str, Path], tmp_path: Path
 ) -> None:

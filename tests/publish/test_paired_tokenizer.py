@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from fairseq_reference import needs_fsmt_fold
 from fresh_process import translate_folders_without_package
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, PreTrainedTokenizerFast, pipeline
 
@@ -151,6 +152,7 @@ def test_a_fresh_process_without_the_package_translates_the_same(
         assert fresh[name]["texts"] == expected_translations(folder, raw[name])
 
 
+@needs_fsmt_fold
 def test_a_fold_keeps_the_paired_tokenizer(converted: dict[str, Path], tmp_path: Path) -> None:
     """`deep-nmt fold` of the two-dictionary fairseq model (into FSMT) carries both vocabularies: the stock model
     translates raw text through the pipeline as the converted one does."""
