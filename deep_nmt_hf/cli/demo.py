@@ -17,9 +17,9 @@ from typing import Any
 from .common import THREADS_CAP, _HelpFormatter, _print_scores, logger, usable_cores
 
 # the built-in demo: a deep pre-LN model that trains on the synthetic corpus in a few CPU minutes. Depth-scaled
-# initialisation (DS-Init, dsinit-merged-attention eq. 10) lets it train at the learning rate a corpus this small
-# wants in 800 steps: with Xavier's init the same model scored BLEU 18.6 at its best rate (1e-3) and 2.3 at 3e-3
-# (bench/results/demo_tuning.md)
+# initialisation (DS-Init, dsinit-merged-attention eq. 10) lets it train at the learning rate its 800 steps want: with
+# it, BLEU 69.0 at a peak rate of 2e-3; with Xavier's init the same model scored 18.2 at its best rate (1e-3) and
+# 7.7 at 2e-3 (bench/results/demo_tuning.md)
 DEMO_MODEL = {
     "d_model": 128,
     "encoder_layers": 8,
@@ -33,7 +33,8 @@ DEMO_MODEL = {
     "dropout": 0.1,
 }
 # on a machine too busy to train DEMO_MODEL's steps in the budget (its speed measured before training:
-# `choose_demo_model`): a model about 5x faster a step that scores within a few BLEU of it in the same 800 steps
+# `choose_demo_model`): a model about 4x faster a step that reaches the default's score in SMALL_STEPS_FACTOR times
+# its steps (1200 steps: BLEU 71.6; 800: 55.9; bench/results/demo_tuning.md)
 DEMO_SMALL_MODEL = {
     **DEMO_MODEL,
     "d_model": 64,
@@ -43,8 +44,9 @@ DEMO_SMALL_MODEL = {
     "decoder_ffn_dim": 256,
 }
 DEMO_MODELS = (DEMO_MODEL, DEMO_SMALL_MODEL)  # the preferred first
-# each model's peak learning rate: the best of those tried for its 800 steps (bench/results/demo_tuning.md)
-DEMO_PEAK_LR = {"default": 3e-3, "small": 5e-3}
+# each model's peak learning rate: the best of those tried for it (bench/results/demo_tuning.md)
+DEMO_PEAK_LR = {"default": 2e-3, "small": 5e-3}
+SMALL_STEPS_FACTOR = 1.5  # the smaller model's steps, in the default's (unless --max-steps fixes them)
 
 
 def demo_learning_rate(fields: dict[str, Any], requested: float | None) -> float:
@@ -53,6 +55,14 @@ def demo_learning_rate(fields: dict[str, Any], requested: float | None) -> float
     if requested is not None:
         return requested
     return DEMO_PEAK_LR["default" if fields is DEMO_MODEL else "small"]
+
+
+def demo_steps(fields: dict[str, Any], default_steps: int, requested: int | None) -> int:
+    """The steps the demo plans for `fields`: `requested` (--max-steps) where given, else the default's for
+    DEMO_MODEL and SMALL_STEPS_FACTOR times them for the smaller one (the budget may plan fewer)."""
+    if requested is not None or fields is DEMO_MODEL:
+        return requested or default_steps
+    return round(default_steps * SMALL_STEPS_FACTOR)
 
 
 PROBE_LENGTH = (
@@ -117,9 +127,9 @@ def add_parsers(commands: Any) -> dict[str, Any]:
         default=DEMO_BUDGET_MINUTES,
         metavar="MINUTES",
         help="the most the whole run may take: after 20 steps the demo prints its expected time (the forecast, "
-        "at most this) and, on a busy machine, trains a smaller model (2+2 layers, d_model 64) and plans the steps "
-        "that fit it with the learning rate cooled down by the last one rather than miss it; 0: no budget (every "
-        "step trained, however long)",
+        "at most this) and, on a machine too busy for the default model, trains a smaller one (2+2 layers, d_model "
+        f"64, {SMALL_STEPS_FACTOR:g}x the steps) and plans the steps that fit with the learning rate cooled down by "
+        "the last one rather than miss it; 0: no budget (the default model, every step trained, however long)",
     )
     demo.add_argument("--overwrite", action="store_true", help="replace an existing output directory")
     demo.add_argument("--no-progress", action="store_true", help="hide progress bars")
@@ -249,6 +259,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
             model["d_model"],
             speeds[-1],
         )
+    max_steps = demo_steps(model, max_steps, args.max_steps)
     final = args.output_dir.expanduser().absolute()
     with staged_output_dir(final, overwrite=args.overwrite) as staging:
         logger.info("generating the synthetic corpus (%s -> %s): %s", SRC_LANG, TGT_LANG, sizes)

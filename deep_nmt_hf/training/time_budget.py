@@ -10,7 +10,7 @@ plus the work after training (final scoring, counted in training steps at the sp
 past it: past the budget, or more than `SLACK` past a forecast under the budget (the promise is kept to ±30%;
 the slack spares a short run from stopping at every passing slowdown). A run that cannot train all its steps is
 planned, not cut short: from the measured speed the callback sets the steps that fit (`planned_steps`, shortened
-again if the machine slows down later) and cools the learning rate down linearly to zero over the last
+again if the machine slows down later, lengthened if it speeds up before the cool-down begins) and cools the learning rate down linearly to zero over the last
 `COOLDOWN_SHARE` of them, so the schedule completes inside the budget (a model cut off at its peak learning rate
 read as noise: BLEU 1.89 at step 576 of 800 on a busy machine). What it did is in `summary()` (threads per step range, the promise, where training stopped).
 """
@@ -171,7 +171,16 @@ class WallClockBudget(TrainerCallback):
             return
         deadline = min(self.budget_s, self.promised_s * (1 + SLACK))
         fit = step + math.floor((deadline - elapsed) / per_step - self.after_training_steps)
-        if fit < (self.planned_steps or state.max_steps):  # plan (or shorten) the run at the measured speed
+        if (
+            self.planned_steps is not None
+            and fit > self.planned_steps
+            and step < cooldown_start(self.planned_steps)
+        ):
+            # the machine got faster before the cool-down began (threads back, another job gone): plan more steps
+            self.planned_steps = fit if fit < state.max_steps else None
+            if self.planned_steps is None:
+                self.announce(f"faster now: all {state.max_steps} steps fit the expected time again")
+        elif fit < (self.planned_steps or state.max_steps):  # plan (or shorten) the run at the measured speed
             first = self.planned_steps is None
             self.planned_steps = max(step, fit)
             self.full_run_s = elapsed + (state.max_steps - step + self.after_training_steps) * per_step
@@ -246,6 +255,11 @@ def probe_seconds_per_step(
             times.append(time.perf_counter() - begin)
     model.load_state_dict(state)
     return statistics.median(times)
+
+
+def cooldown_start(planned: int, share: float = COOLDOWN_SHARE) -> int:
+    """The step after which a run planned to end at step `planned` cools its learning rate down."""
+    return planned - max(1, round(share * planned))
 
 
 def cooldown_factor(done: int, planned: int, share: float = COOLDOWN_SHARE) -> float:

@@ -169,15 +169,24 @@ def test_the_demo_trains_a_smaller_model_when_the_default_would_not_fit() -> Non
     assert fits(0.25, 800, 30.0, 280.0) and not fits(0.3, 800, 30.0, 280.0) and fits(9.0, 800, 30.0, None)
 
 
-def test_each_demo_model_trains_at_its_own_peak_learning_rate() -> None:
+def test_each_demo_model_trains_at_its_own_peak_learning_rate_and_steps() -> None:
     """The default (deep, DS-Init) model and the busy machine's smaller one each train at the rate measured best
-    for their 800 steps (bench/results/demo_tuning.md); --lr overrides both."""
-    from deep_nmt_hf.cli.demo import DEMO_MODEL, DEMO_PEAK_LR, DEMO_SMALL_MODEL, demo_learning_rate
+    for them (bench/results/demo_tuning.md), the smaller one 1.5x the steps, where it matches the default's score;
+    --lr and --max-steps override both."""
+    from deep_nmt_hf.cli.demo import (
+        DEMO_MODEL,
+        DEMO_PEAK_LR,
+        DEMO_SMALL_MODEL,
+        demo_learning_rate,
+        demo_steps,
+    )
 
     assert DEMO_MODEL["init_method"] == DEMO_SMALL_MODEL["init_method"] == "ds_init"
     assert demo_learning_rate(DEMO_MODEL, None) == DEMO_PEAK_LR["default"]
     assert demo_learning_rate(DEMO_SMALL_MODEL, None) == DEMO_PEAK_LR["small"]
     assert demo_learning_rate(DEMO_SMALL_MODEL, 1e-4) == demo_learning_rate(DEMO_MODEL, 1e-4) == 1e-4
+    assert (demo_steps(DEMO_MODEL, 800, None), demo_steps(DEMO_SMALL_MODEL, 800, None)) == (800, 1200)
+    assert demo_steps(DEMO_SMALL_MODEL, 800, 300) == demo_steps(DEMO_MODEL, 800, 300) == 300
 
 
 # --------------------------------------------------------------------------------------------------- translate

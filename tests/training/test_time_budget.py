@@ -124,6 +124,24 @@ def test_a_run_that_cannot_train_all_its_steps_is_planned_with_its_learning_rate
     assert clock.now + 10.0 <= budget.promised_s == 130.0
 
 
+def test_a_run_planned_on_a_slow_start_trains_more_steps_when_the_machine_speeds_up() -> None:
+    """Threads cut to one while the speed was measured, two again soon after (the free demo planned 601 of 800
+    steps and ended at 2.6 of its promised 5 minutes): the plan grows back while its cool-down has not begun, so
+    the steps follow the speed both ways; once the rate cools down the plan only shrinks."""
+    clock = Clock()
+    budget, said = _budget(clock, budget_s=130.0, after=10.0)
+    state = run(budget, clock, max_steps=200, seconds=[1.0] * 40 + [0.25] * 160)
+    assert said[1].startswith("planned 120 of 200 steps")  # at step 20, at 1 s a step
+    assert state.global_step == 200 and budget.stopped_at is None and budget.planned_steps is None
+    assert "all 200 steps fit the expected time again" in said[-1]
+    late = Clock()
+    budget, _ = _budget(late, budget_s=130.0, after=10.0)
+    state = run(
+        budget, late, max_steps=200, seconds=[1.0] * 100 + [0.25] * 100
+    )  # faster only in the cool-down
+    assert budget.stopped_at == state.global_step == 120
+
+
 def test_the_cooldown_factor() -> None:
     assert cooldown_factor(0, 100) == 1.0 and cooldown_factor(75, 100) == 1.0
     assert cooldown_factor(90, 100) == pytest.approx(0.4) and cooldown_factor(99, 100) == pytest.approx(0.04)
