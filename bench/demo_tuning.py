@@ -33,6 +33,7 @@ SMALL = {
 }
 NARROW = {"d_model": 64, "encoder_ffn_dim": 256, "decoder_ffn_dim": 256}
 XAVIER = {"init_method": "xavier"}
+THIN = {"encoder_ffn_dim": 128, "decoder_ffn_dim": 128}
 # name: (fields changed from the demo's DEMO_MODEL, peak learning rate[, steps: 800 where not given])
 CANDIDATES: dict[str, tuple[Any, ...]] = {
     "8+2 d128 xavier 1e-3": (XAVIER, 1e-3),
@@ -56,6 +57,8 @@ CANDIDATES: dict[str, tuple[Any, ...]] = {
     "2+2 d64 ds_init 5e-3": (SMALL, 5e-3),
     "2+2 d64 ds_init 5e-3 1200 steps": (SMALL, 5e-3, 1200),
     "2+2 d64 ds_init 5e-3 1600 steps": (SMALL, 5e-3, 1600),
+    "2+1 d64 ds_init 5e-3 1200 steps": ({**SMALL, "decoder_layers": 1}, 5e-3, 1200),
+    "2+2 d64 ffn 128 ds_init 5e-3 1200 steps": ({**SMALL, **THIN}, 5e-3, 1200),
 }
 WORK = CACHE / "demo_tuning"
 

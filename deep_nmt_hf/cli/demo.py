@@ -33,15 +33,16 @@ DEMO_MODEL = {
     "dropout": 0.1,
 }
 # on a machine too busy to train DEMO_MODEL's steps in the budget (its speed measured before training:
-# `choose_demo_model`): a model about 4x faster a step that reaches the default's score in SMALL_STEPS_FACTOR times
-# its steps (1200 steps: BLEU 71.6; 800: 55.9; bench/results/demo_tuning.md)
+# `choose_demo_model`): a model about 5x faster a step that reaches the default's score in SMALL_STEPS_FACTOR times
+# its steps (1200 steps: BLEU 73.5; with feed-forward width 256, 20% slower a step: 71.6, and 55.9 in 800 steps;
+# bench/results/demo_tuning.md)
 DEMO_SMALL_MODEL = {
     **DEMO_MODEL,
     "d_model": 64,
     "encoder_layers": 2,
     "decoder_layers": 2,
-    "encoder_ffn_dim": 256,
-    "decoder_ffn_dim": 256,
+    "encoder_ffn_dim": 128,
+    "decoder_ffn_dim": 128,
 }
 DEMO_MODELS = (DEMO_MODEL, DEMO_SMALL_MODEL)  # the preferred first
 # each model's peak learning rate: the best of those tried for it (bench/results/demo_tuning.md)
