@@ -64,27 +64,11 @@ class PairedTokenizerFast(MosesMixin, SubwordNMT01Mixin, PreTrainedTokenizerFast
         backend (its decoder joins the pieces; 0.1 BPE for target text runs here)."""
         codes = source.init_kwargs.get("bpe_codes_file")
         if type(target) is not PreTrainedTokenizerFast:
-            target = PreTrainedTokenizerFast(
-                tokenizer_object=target.backend_tokenizer,
-                model_max_length=target.model_max_length,
-                clean_up_tokenization_spaces=target.clean_up_tokenization_spaces,
-                **{
-                    name: str(token)
-                    for name, token in target.special_tokens_map.items()
-                    if isinstance(token, str)
-                },
-            )
+            target = PreTrainedTokenizerFast(**_backend_arguments(target))
         paired = cls(
             **(moses or {}),
             **({"bpe_codes_file": codes} if codes else {}),
-            tokenizer_object=source.backend_tokenizer,
-            model_max_length=source.model_max_length,
-            clean_up_tokenization_spaces=source.clean_up_tokenization_spaces,
-            **{
-                name: str(token)
-                for name, token in source.special_tokens_map.items()
-                if isinstance(token, str)
-            },
+            **_backend_arguments(source),
         )
         paired._target = target
         if moses is not None:
@@ -213,3 +197,16 @@ def load_folder_tokenizer(folder: str | os.PathLike, **kwargs: Any) -> Any:
 
 
 __all__ = ["SOURCE_DIR", "TARGET_DIR", "PairedTokenizerFast", "load_folder_tokenizer"]
+
+
+def _backend_arguments(tokenizer: PreTrainedTokenizerFast) -> dict[str, Any]:
+    """The keyword arguments that rebuild `tokenizer` as a fast tokenizer of the same backend: its backend, length
+    limit, clean-up setting and special tokens."""
+    return {
+        "tokenizer_object": tokenizer.backend_tokenizer,
+        "model_max_length": tokenizer.model_max_length,
+        "clean_up_tokenization_spaces": tokenizer.clean_up_tokenization_spaces,
+        **{
+            name: str(token) for name, token in tokenizer.special_tokens_map.items() if isinstance(token, str)
+        },
+    }
