@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -144,3 +145,21 @@ def randomise_omegas(model, generator: torch.Generator, low: float = 0.3, high: 
         for module in model.modules():
             if isinstance(module, AdminOmega):
                 module.omega.copy_(low + (high - low) * torch.rand(module.omega.shape, generator=generator))
+
+
+def save_untrained_model(out: Path, pairs: int, vocab_size: int) -> Path:
+    """A tiny untrained model (d_model 16, 1+1 layers) with a tokenizer trained on `pairs` synthetic pairs, saved
+    to `out`: what a command that only needs something that generates reads."""
+    from deep_nmt_hf.data.synthetic import generate_pairs
+    from deep_nmt_hf.data.tokenization import special_token_ids, train_tokenizer
+
+    texts = [s for pair in generate_pairs(pairs, seed=5) for s in pair]
+    tokenizer = train_tokenizer(texts, vocab_size=vocab_size, min_frequency=1)
+    torch.manual_seed(0)
+    config = DeepNMTConfig(
+        d_model=16, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2, decoder_attention_heads=2,
+        encoder_ffn_dim=32, decoder_ffn_dim=32, max_position_embeddings=64, **special_token_ids(tokenizer),
+    )  # fmt: skip
+    DeepNMTForConditionalGeneration(config).save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    return out

@@ -9,28 +9,15 @@ import sys
 from pathlib import Path
 
 import pytest
-import torch
+from factories import save_untrained_model
 
-import deep_nmt_hf
 from deep_nmt_hf.cli import main
-from deep_nmt_hf.data.synthetic import generate_pairs
-from deep_nmt_hf.data.tokenization import special_token_ids, train_tokenizer
 
 
 @pytest.fixture(scope="module")
 def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A tiny untrained model with its tokenizer, saved."""
-    pairs = generate_pairs(200, seed=5)
-    tokenizer = train_tokenizer([s for pair in pairs for s in pair], vocab_size=150, min_frequency=1)
-    torch.manual_seed(0)
-    config = deep_nmt_hf.DeepNMTConfig(
-        d_model=16, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2, decoder_attention_heads=2,
-        encoder_ffn_dim=32, decoder_ffn_dim=32, max_position_embeddings=64, **special_token_ids(tokenizer),
-    )  # fmt: skip
-    out = tmp_path_factory.mktemp("int8") / "model"
-    deep_nmt_hf.DeepNMTForConditionalGeneration(config).save_pretrained(out)
-    tokenizer.save_pretrained(out)
-    return out
+    return save_untrained_model(tmp_path_factory.mktemp("int8") / "model", 200, 150)
 
 
 def _translate(model_dir: Path, monkeypatch, *flags: str) -> int:

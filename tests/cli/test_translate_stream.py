@@ -11,11 +11,10 @@ import time
 from pathlib import Path
 
 import pytest
+from factories import save_untrained_model
 
 from deep_nmt_hf.cli import main
 from deep_nmt_hf.cli.streaming import UndecodableLine, arriving_batches, decode_lines
-from deep_nmt_hf.data.synthetic import generate_pairs
-from deep_nmt_hf.data.tokenization import special_token_ids, train_tokenizer
 
 LAUNCHER = "import sys; from deep_nmt_hf_cli import main; sys.exit(main())"
 
@@ -23,21 +22,7 @@ LAUNCHER = "import sys; from deep_nmt_hf_cli import main; sys.exit(main())"
 @pytest.fixture(scope="module")
 def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A tiny untrained model with a tokenizer, saved (translate only needs something that generates)."""
-    import torch
-
-    import deep_nmt_hf
-
-    pairs = generate_pairs(300, seed=5)
-    tokenizer = train_tokenizer([s for pair in pairs for s in pair], vocab_size=200, min_frequency=1)
-    torch.manual_seed(0)
-    config = deep_nmt_hf.DeepNMTConfig(
-        d_model=16, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2, decoder_attention_heads=2,
-        encoder_ffn_dim=32, decoder_ffn_dim=32, max_position_embeddings=64, **special_token_ids(tokenizer),
-    )  # fmt: skip
-    out = tmp_path_factory.mktemp("translate") / "model"
-    deep_nmt_hf.DeepNMTForConditionalGeneration(config).save_pretrained(out)
-    tokenizer.save_pretrained(out)
-    return out
+    return save_untrained_model(tmp_path_factory.mktemp("translate") / "model", 300, 200)
 
 
 def _run(model_dir: Path, data: bytes, *flags: str) -> subprocess.CompletedProcess:
